@@ -1,0 +1,41 @@
+# Every target creates .venv on first use and installs into it only what is missing.
+#   make demo    the main job (today: the tabular NLHF lab report)
+#   make test    the whole test suite (make test-fast skips the slow end-to-end tests)
+#   make bench   benchmarks; results in bench/results/*.json and the README table
+#   make lint    ruff
+
+PYTHON ?= python3
+TORCH_VERSION := 2.13.0
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast bench lint clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	@# The CPU wheel of torch first, pinned: the package's own range (torch>=2.4) is then
+	@# already satisfied and pip never pulls a multi-GB CUDA build.
+	$(BIN)/python -m pip install -q torch==$(TORCH_VERSION)
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@
+
+demo: $(STAMP)
+	$(BIN)/nlhf tabular --out runs/demo-tabular
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
+
+bench: $(STAMP)
+	$(BIN)/python bench/tabular_speed.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

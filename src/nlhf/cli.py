@@ -1,0 +1,115 @@
+"""The ``nlhf`` command line: one sub-command per job, each driven by a dataclass config.
+
+    nlhf --help                      # the sub-commands
+    nlhf tabular --help              # every option of one, with its default
+    nlhf tabular --config configs/tabular.yaml tau=0.05
+
+A command lives in its own module, which defines a ``Config`` dataclass (fields written with
+:func:`nlhf.config.option`) and ``run(config)``.  Only the module of the command being run
+is imported, so ``nlhf --help`` stays fast and heavy libraries load only when needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from nlhf import __version__
+from nlhf.config import ConfigError, add_config_arguments, config_from_args
+
+
+@dataclass(frozen=True)
+class Command:
+    """A leaf command: ``module`` defines ``Config`` and ``run(config)``."""
+
+    module: str
+    help: str
+
+    def load(self) -> ModuleType:
+        return importlib.import_module(self.module)
+
+
+@dataclass(frozen=True)
+class Group:
+    """A command with sub-commands of its own (e.g. ``nlhf train <algorithm>``)."""
+
+    help: str
+    commands: dict[str, Command | Group] = field(default_factory=dict)
+
+
+COMMANDS: dict[str, Command | Group] = {
+    "tabular": Command(
+        "nlhf.tabular.cli",
+        "Tabular NLHF lab: exact Nash equilibria, Nash-MD and other dynamics vs RLHF on "
+        "matrix preference games; writes a report and plots.",
+    ),
+}
+
+
+def _build(parser: argparse.ArgumentParser, commands: dict[str, Command | Group],
+           path: list[str], depth: int = 0) -> None:
+    sub = parser.add_subparsers(dest=f"command_{depth}", metavar="COMMAND", required=True)
+    for name, cmd in commands.items():
+        child = sub.add_parser(name, help=cmd.help, description=cmd.help)
+        selected = len(path) > depth and path[depth] == name
+        if isinstance(cmd, Group):
+            _build(child, cmd.commands, path if selected else [], depth + 1)
+        elif selected:
+            module = cmd.load()
+            doc = (module.Config.__doc__ or "").strip()
+            if doc:
+                child.description = doc
+                child.formatter_class = argparse.RawDescriptionHelpFormatter
+            add_config_arguments(child, module.Config)
+            child.set_defaults(_command=cmd)
+
+
+def _selected_path(argv: list[str]) -> list[str]:
+    path, level = [], COMMANDS
+    for token in argv:
+        if token.startswith("-"):
+            continue
+        cmd = level.get(token)
+        if cmd is None:
+            break
+        path.append(token)
+        if not isinstance(cmd, Group):
+            break
+        level = cmd.commands
+    return path
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nlhf",
+        description="Align language models with pairwise human preferences: RLHF "
+        "(reward model + PPO) and NLHF (preference model + Nash-MD), and measure which wins.",
+    )
+    parser.add_argument("--version", action="version", version=f"nlhf {__version__}")
+    _build(parser, COMMANDS, _selected_path(argv or []))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    command: Command = args._command
+    module = command.load()
+    try:
+        config = config_from_args(module.Config, args)
+    except ConfigError as exc:
+        parser.exit(2, f"nlhf: error: {exc}\n")
+    try:
+        result = module.run(config)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

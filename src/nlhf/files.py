@@ -1,0 +1,42 @@
+"""Atomic file output: write to a temporary file beside the target, then rename.
+
+A reader (or a resumed run) never sees a half-written file, even if the process is killed.
+
+    from nlhf.files import atomic_write_text, atomic_write_json
+    atomic_write_json("runs/x/summary.json", {"ok": True})
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path in the target's folder; rename it onto ``path`` on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def atomic_write_json(path: str | Path, data: Any) -> Path:
+    return atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
