@@ -49,8 +49,12 @@ COMMANDS: dict[str, Command | Group] = {
 }
 
 
-def _build(parser: argparse.ArgumentParser, commands: dict[str, Command | Group],
-           path: list[str], depth: int = 0) -> None:
+def _build(
+    parser: argparse.ArgumentParser,
+    commands: dict[str, Command | Group],
+    path: list[str],
+    depth: int = 0,
+) -> None:
     sub = parser.add_subparsers(dest=f"command_{depth}", metavar="COMMAND", required=True)
     for name, cmd in commands.items():
         child = sub.add_parser(name, help=cmd.help, description=cmd.help)

@@ -12,7 +12,8 @@ config from three layers, later ones winning:
     nlhf tabular --config configs/tabular.yaml tau=0.05 --steps 2000
 
 Supported field types: ``bool``, ``int``, ``float``, ``str``, ``typing.Literal`` of strings,
-``list[...]`` of those, and ``X | None``.
+``list[...]`` of those (comma-separated on the command line: ``--games cycle,condorcet``),
+and ``X | None``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ def option(default: Any, help: str, **kwargs: Any) -> Any:
     """A dataclass field with help text; lists and other mutables may be given as defaults."""
     if isinstance(default, list | dict):
         value = default
-        return dataclasses.field(default_factory=lambda: type(value)(value), metadata={"help": help})
+        return dataclasses.field(
+            default_factory=lambda: type(value)(value), metadata={"help": help}
+        )
     return dataclasses.field(default=default, metadata={"help": help}, **kwargs)
 
 
@@ -89,15 +92,17 @@ def convert(tp: Any, raw: Any, name: str) -> Any:
             raw = [part for part in raw.split(",") if part.strip()]
         if not isinstance(raw, list | tuple):
             raise ConfigError(f"{name}: expected a list, got {raw!r}")
-        return [_parse_scalar(item_tp, item.strip() if isinstance(item, str) else item, name)
-                for item in raw]
+        return [
+            _parse_scalar(item_tp, item.strip() if isinstance(item, str) else item, name)
+            for item in raw
+        ]
     return _parse_scalar(inner, raw, name)
 
 
 def _type_label(tp: Any) -> str:
     inner, optional = _strip_optional(tp)
     if get_origin(inner) is list:
-        label = f"{_type_label(get_args(inner)[0])} ..."
+        label = f"{_type_label(get_args(inner)[0])},..."
     elif get_origin(inner) is Literal:
         label = "{" + ",".join(map(str, get_args(inner))) + "}"
     else:
@@ -116,8 +121,12 @@ def _default_of(field: dataclasses.Field) -> Any:
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     """Add ``--config``, one ``--flag`` per dataclass field, and ``key=value`` overrides."""
     hints = _field_types(cls)
-    parser.add_argument("--config", metavar="FILE.yaml", default=None,
-                        help="YAML file with field values; flags and key=value override it")
+    parser.add_argument(
+        "--config",
+        metavar="FILE.yaml",
+        default=None,
+        help="YAML file with field values; flags and key=value override it",
+    )
     for field in dataclasses.fields(cls):
         if not field.init:
             continue
@@ -131,16 +140,24 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             shown = ",".join(map(str, default)) if isinstance(default, list) else default
             help_text = f"{help_text} (default: {shown})"
         inner, _ = _strip_optional(tp)
-        kwargs: dict[str, Any] = {"dest": field.name, "default": argparse.SUPPRESS,
-                                  "help": help_text.replace("%", "%%")}
+        kwargs: dict[str, Any] = {
+            "dest": field.name,
+            "default": argparse.SUPPRESS,
+            "help": help_text.replace("%", "%%"),
+        }
         if inner is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
         elif get_origin(inner) is list:
-            parser.add_argument(flag, nargs="+", metavar=_type_label(get_args(inner)[0]), **kwargs)
+            label = _type_label(get_args(inner)[0])
+            parser.add_argument(flag, metavar=f"{label},...", **kwargs)
         else:
             parser.add_argument(flag, metavar=_type_label(tp), **kwargs)
-    parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="field overrides, applied last (e.g. tau=0.05 algorithms=nash-md,omwu)")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="field overrides, applied last (e.g. tau=0.05 algorithms=nash-md,omwu)",
+    )
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:

@@ -16,7 +16,8 @@ in log space, so probabilities far below 1e-300 stay exact.  With ``a_t = η_t·
   log ν_t = (1−α) log ν_{t−1} + α log π_t (normalized), the tabular counterpart of an
   exponential moving average of a softmax policy's parameters.
 - Nash-MP (mirror prox, Tiapkin et al. 2025): an extra-gradient step,
-      π_{t+½} ∝ (π_t μ^{a} exp(η P π_t))^{1/(1+a)},  π_{t+1} ∝ (π_t μ^{a} exp(η P π_{t+½}))^{1/(1+a)}.
+      π_{t+½} ∝ (π_t μ^a exp(η P π_t))^{1/(1+a)},
+      π_{t+1} ∝ (π_t μ^a exp(η P π_{t+½}))^{1/(1+a)}.
 - OMWU (optimistic multiplicative weights) with the same KL regularization, using the
   optimistic gradient 2·P π_t − P π_{t−1}.
 
@@ -56,6 +57,7 @@ def _setup(P, mu, tau, eta, steps, pi0):
     if int(steps) != steps or steps < 0:
         raise ValueError(f"steps must be a non-negative integer, got {steps}")
     if callable(eta):
+
         def eta_at(t: int) -> float:
             return check_step(eta(t), tau, t)
     else:
@@ -63,6 +65,7 @@ def _setup(P, mu, tau, eta, steps, pi0):
 
         def eta_at(t: int) -> float:
             return constant
+
     out = np.empty((int(steps) + 1, n))
     out[0] = pi0
     return P, mu, tau, eta_at, np.log(pi0), np.log(mu), out
@@ -74,8 +77,16 @@ def _range(steps: int, progress: bool, desc: str):
     return tqdm(range(steps), desc=desc, unit="step", mininterval=0.5, leave=False)
 
 
-def nash_md(P: np.ndarray, mu: np.ndarray, *, tau: float, eta: Eta, steps: int,
-            pi0: np.ndarray | None = None, progress: bool = False) -> np.ndarray:
+def nash_md(
+    P: np.ndarray,
+    mu: np.ndarray,
+    *,
+    tau: float,
+    eta: Eta,
+    steps: int,
+    pi0: np.ndarray | None = None,
+    progress: bool = False,
+) -> np.ndarray:
     """Nash mirror descent; returns π_0 … π_T, shape (steps + 1, n). ``pi0`` defaults to μ."""
     P, mu, tau, eta_at, log_pi, log_mu, out = _setup(P, mu, tau, eta, steps, pi0)
     for t in _range(int(steps), progress, "nash-md"):
@@ -96,8 +107,17 @@ def nash_md(P: np.ndarray, mu: np.ndarray, *, tau: float, eta: Eta, steps: int,
     return out
 
 
-def mixture_md(P: np.ndarray, mu: np.ndarray, *, tau: float, eta: Eta, steps: int, beta: float,
-               pi0: np.ndarray | None = None, progress: bool = False) -> np.ndarray:
+def mixture_md(
+    P: np.ndarray,
+    mu: np.ndarray,
+    *,
+    tau: float,
+    eta: Eta,
+    steps: int,
+    beta: float,
+    pi0: np.ndarray | None = None,
+    progress: bool = False,
+) -> np.ndarray:
     """Regularized mirror descent against the mixture opponent ν_t ∝ π_t^{1−β} μ^β.
 
     β = 0: self-play (the opponent is the current policy); β = 1: best response to μ.
@@ -114,8 +134,17 @@ def mixture_md(P: np.ndarray, mu: np.ndarray, *, tau: float, eta: Eta, steps: in
     return out
 
 
-def nash_ema(P: np.ndarray, mu: np.ndarray, *, tau: float, eta: Eta, steps: int,
-             ema: float = 0.1, pi0: np.ndarray | None = None, progress: bool = False) -> np.ndarray:
+def nash_ema(
+    P: np.ndarray,
+    mu: np.ndarray,
+    *,
+    tau: float,
+    eta: Eta,
+    steps: int,
+    ema: float = 0.1,
+    pi0: np.ndarray | None = None,
+    progress: bool = False,
+) -> np.ndarray:
     """Regularized mirror descent against a geometric moving average of past policies."""
     if not 0.0 < ema <= 1.0:
         raise ValueError(f"ema must be in (0, 1], got {ema}")
@@ -130,8 +159,16 @@ def nash_ema(P: np.ndarray, mu: np.ndarray, *, tau: float, eta: Eta, steps: int,
     return out
 
 
-def nash_mp(P: np.ndarray, mu: np.ndarray, *, tau: float, eta: Eta, steps: int,
-            pi0: np.ndarray | None = None, progress: bool = False) -> np.ndarray:
+def nash_mp(
+    P: np.ndarray,
+    mu: np.ndarray,
+    *,
+    tau: float,
+    eta: Eta,
+    steps: int,
+    pi0: np.ndarray | None = None,
+    progress: bool = False,
+) -> np.ndarray:
     """Nash mirror prox: a look-ahead step, then the real step with the look-ahead's gradient."""
     P, mu, tau, eta_at, log_pi, log_mu, out = _setup(P, mu, tau, eta, steps, pi0)
     pi = out[0]
@@ -145,8 +182,16 @@ def nash_mp(P: np.ndarray, mu: np.ndarray, *, tau: float, eta: Eta, steps: int,
     return out
 
 
-def omwu(P: np.ndarray, mu: np.ndarray, *, tau: float, eta: Eta, steps: int,
-         pi0: np.ndarray | None = None, progress: bool = False) -> np.ndarray:
+def omwu(
+    P: np.ndarray,
+    mu: np.ndarray,
+    *,
+    tau: float,
+    eta: Eta,
+    steps: int,
+    pi0: np.ndarray | None = None,
+    progress: bool = False,
+) -> np.ndarray:
     """Optimistic multiplicative weights with KL regularization toward μ."""
     P, mu, tau, eta_at, log_pi, log_mu, out = _setup(P, mu, tau, eta, steps, pi0)
     previous = P @ out[0]
@@ -154,8 +199,9 @@ def omwu(P: np.ndarray, mu: np.ndarray, *, tau: float, eta: Eta, steps: int,
         eta_t = eta_at(t)
         a = eta_t * tau
         current = P @ out[t]
-        log_pi = _normalize_log((1.0 - a) * log_pi + a * log_mu
-                                + eta_t * (2.0 * current - previous))
+        log_pi = _normalize_log(
+            (1.0 - a) * log_pi + a * log_mu + eta_t * (2.0 * current - previous)
+        )
         previous = current
         out[t + 1] = np.exp(log_pi)
     return out

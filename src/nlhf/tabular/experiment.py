@@ -73,8 +73,9 @@ class GameResult:
     bound: np.ndarray | None = None
 
 
-def measure(name: str, pi: np.ndarray, P: np.ndarray, mu: np.ndarray, tau: float,
-            pi_star: np.ndarray) -> Row:
+def measure(
+    name: str, pi: np.ndarray, P: np.ndarray, mu: np.ndarray, tau: float, pi_star: np.ndarray
+) -> Row:
     return Row(
         name=name,
         policy=pi,
@@ -97,9 +98,18 @@ def theorem_bound(kl0: float, tau: float, eta: Eta, steps: int) -> np.ndarray:
     return bound
 
 
-def compare(game: Game, mu: np.ndarray, *, tau: float, eta: float, steps: int,
-            algorithms: list[str], schedule: str = "constant", ema: float = 0.1,
-            progress: bool = False) -> GameResult:
+def compare(
+    game: Game,
+    mu: np.ndarray,
+    *,
+    tau: float,
+    eta: float,
+    steps: int,
+    algorithms: list[str],
+    schedule: str = "constant",
+    ema: float = 0.1,
+    progress: bool = False,
+) -> GameResult:
     """Run each algorithm from μ, solve the game exactly, fit RLHF, and measure them all."""
     unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown:
@@ -111,13 +121,18 @@ def compare(game: Game, mu: np.ndarray, *, tau: float, eta: float, steps: int,
     pi_star = solve_regularized_nash(P, mu, tau)
     reward = fit_bradley_terry(P)
     result = GameResult(
-        game=game, mu=mu, tau=tau, pi_star=pi_star, reward=reward,
+        game=game,
+        mu=mu,
+        tau=tau,
+        pi_star=pi_star,
+        reward=reward,
         reward_fit_error=float(np.abs(sigmoid(reward[:, None] - reward[None, :]) - P).max()),
     )
     for name in algorithms:
         kwargs = {"ema": ema} if name == "nash-ema" else {}
-        traj = ALGORITHMS[name][1](P, mu, tau=tau, eta=step, steps=steps, progress=progress,
-                                   **kwargs)
+        traj = ALGORITHMS[name][1](
+            P, mu, tau=tau, eta=step, steps=steps, progress=progress, **kwargs
+        )
         result.curves[name] = kl_rows(pi_star, traj)
         result.rows.append(measure(name, traj[-1], P, mu, tau, pi_star))
     result.rows.append(measure("rlhf", rlhf_policy(reward, mu, tau), P, mu, tau, pi_star))
@@ -136,4 +151,16 @@ def rlhf_gap(result: GameResult) -> dict[str, float]:
         "rlhf_exploitability": rlhf.exploitability,
         "rlhf_exploitability_unregularized": rlhf.exploitability_unregularized,
         "nash_win_vs_rlhf": 1.0 - rlhf.win_vs_nash,
+    }
+
+
+SWEEP_TAUS = (1.0, 0.1, 0.01, 0.001)
+
+
+def rlhf_sweep(game: Game, mu: np.ndarray, taus: tuple[float, ...] = SWEEP_TAUS) -> dict:
+    """TV(π_RLHF, π*) as τ shrinks: → 0 on Bradley–Terry games, bounded away on others."""
+    reward = fit_bradley_terry(game.P)
+    return {
+        tau: total_variation(rlhf_policy(reward, mu, tau), solve_regularized_nash(game.P, mu, tau))
+        for tau in taus
     }

@@ -96,32 +96,43 @@ def condorcet(majority: float = 0.6, noise: float = 0.1) -> np.ndarray:
     if not 0 < noise <= 1:
         raise ValueError(f"noise must be in (0, 1] (0 makes the reward fit diverge), got {noise}")
     m = majority
-    population = np.array([
-        [0.5, m, m],
-        [1 - m, 0.5, 1.0],
-        [1 - m, 0.0, 0.5],
-    ])
+    population = np.array(
+        [
+            [0.5, m, m],
+            [1 - m, 0.5, 1.0],
+            [1 - m, 0.0, 0.5],
+        ]
+    )
     return (1.0 - noise) * population + noise * 0.5
 
 
 def make_game(name: str, n: int = 3, seed: int = 0) -> Game:
     """Build a game by family name (see :data:`GAMES`) with ``n`` actions where it applies."""
     if name == "random":
-        return Game(name, random_intransitive(n, seed), f"random intransitive game, n={n}, seed={seed}")
+        return Game(
+            name, random_intransitive(n, seed), f"random intransitive game, n={n}, seed={seed}"
+        )
     if name == "cycle":
         return Game(name, cycle(n), f"rock-paper-scissors cycle over {n} actions")
     if name == "cycle-dominated":
         n = max(n, 4)
-        return Game(name, cycle_with_dominated(n),
-                    f"cycle over {n - 1} actions plus one dominated action")
+        return Game(
+            name, cycle_with_dominated(n), f"cycle over {n - 1} actions plus one dominated action"
+        )
     if name == "bradley-terry":
         scores = np.random.default_rng(seed).normal(0.0, 1.5, size=n)
-        return Game(name, bradley_terry(scores),
-                    f"Bradley–Terry-consistent game from random scores, n={n}, seed={seed}")
+        return Game(
+            name,
+            bradley_terry(scores),
+            f"Bradley–Terry-consistent game from random scores, n={n}, seed={seed}",
+        )
     if name == "condorcet":
-        return Game(name, condorcet(),
-                    "a Condorcet winner (0) that the reward model ranks second: 60% rank "
-                    "0≻1≻2, 40% rank 1≻2≻0, 10% of labels are coin flips")
+        return Game(
+            name,
+            condorcet(),
+            "a Condorcet winner (0) that the reward model ranks second: 60% rank "
+            "0≻1≻2, 40% rank 1≻2≻0, 10% of labels are coin flips",
+        )
     raise ValueError(f"unknown game {name!r}; choose one of {', '.join(GAMES)}")
 
 

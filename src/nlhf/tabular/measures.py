@@ -32,8 +32,9 @@ def win_rate(P: np.ndarray, pi: np.ndarray, pi_prime: np.ndarray) -> float:
     return float(np.asarray(pi) @ np.asarray(P) @ np.asarray(pi_prime))
 
 
-def exploitability(P: np.ndarray, pi: np.ndarray, mu: np.ndarray | None = None,
-                   tau: float = 0.0) -> float:
+def exploitability(
+    P: np.ndarray, pi: np.ndarray, mu: np.ndarray | None = None, tau: float = 0.0
+) -> float:
     """How much a best-responding opponent gains against π, ≥ 0 and 0 only at the equilibrium.
 
     With ``tau = 0`` (the unregularized game): max_y P(y ≻ π) − ½.

@@ -46,6 +46,18 @@ def rlhf_table(results: list[GameResult]) -> str:
     return "\n".join(lines)
 
 
+def sweep_table(sweeps: dict[str, dict[float, float]]) -> str:
+    """TV(π_RLHF, π*) per game (rows) and τ (columns)."""
+    taus = sorted(next(iter(sweeps.values())), reverse=True)
+    lines = [
+        "| game | " + " | ".join(f"τ = {tau:g}" for tau in taus) + " |",
+        "|---|" + "---:|" * len(taus),
+    ]
+    for name, by_tau in sweeps.items():
+        lines.append(f"| {name} | " + " | ".join(f"{by_tau[tau]:.4f}" for tau in taus) + " |")
+    return "\n".join(lines)
+
+
 def plot_kl(results: list[GameResult], path: str | Path, schedule: str) -> Path:
     """log KL(π*‖π_t) against t for every algorithm, one panel per game, with Theorem 1's bound."""
     import matplotlib
@@ -60,19 +72,22 @@ def plot_kl(results: list[GameResult], path: str | Path, schedule: str) -> Path:
         steps = np.arange(len(result.bound))
         for name, curve in result.curves.items():
             ax.semilogy(steps, np.maximum(curve, KL_FLOOR), label=ROW_LABELS[name], lw=1.4)
-        ax.semilogy(steps, result.bound, "k--", lw=1.2,
-                    label="Theorem 1 bound (Nash-MD)" + (", 8/(τ²(t+1))" if schedule == "theorem"
-                                                         else ""))
+        ax.semilogy(steps, result.bound, "k--", lw=1.2, label="Theorem 1 bound for Nash-MD")
+        if schedule == "theorem":
+            t = steps[1:]
+            ax.semilogy(t, 8 / (result.tau**2 * (t + 1)), "k:", lw=1.2, label="8/(τ²(t+1))")
+            ax.set_xscale("log")
         ax.set_title(f"{result.game.name} (n={result.game.n}, τ={result.tau:g})", fontsize=10)
         ax.set_xlabel("iteration t")
         ax.set_ylabel("KL(π* ‖ π_t)")
-        ax.set_ylim(KL_FLOOR / 2, max(1.0, float(result.bound[0])) * 10)
+        ax.set_ylim(KL_FLOOR / 2, max(1.0, float(result.bound.max())) * 3)
         ax.grid(True, which="major", alpha=0.3)
-    for ax in list(axes.flat)[len(results):]:
+    for ax in list(axes.flat)[len(results) :]:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=9,
-               frameon=False)
+    fig.legend(
+        handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=9, frameon=False
+    )
     fig.tight_layout(rect=(0, 0.08 if rows == 1 else 0.05, 1, 1))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")

@@ -19,8 +19,13 @@ from nlhf.tabular.games import sigmoid
 from nlhf.tabular.validation import check_policy, check_preference_matrix, check_tau
 
 
-def fit_bradley_terry(P: np.ndarray, pair_weights: np.ndarray | None = None, *,
-                      tol: float = 1e-12, max_iter: int = 100) -> np.ndarray:
+def fit_bradley_terry(
+    P: np.ndarray,
+    pair_weights: np.ndarray | None = None,
+    *,
+    tol: float = 1e-12,
+    max_iter: int = 100,
+) -> np.ndarray:
     """Maximum-likelihood Bradley–Terry reward r (mean zero) for preference probabilities P.
 
     Maximizes Σ_{i≠j} w_ij · P_ij · log σ(r_i − r_j) by Newton's method (the objective is
@@ -34,6 +39,7 @@ def fit_bradley_terry(P: np.ndarray, pair_weights: np.ndarray | None = None, *,
     if W.shape != P.shape or np.any(W < 0) or not np.allclose(W, W.T):
         raise ValueError("pair_weights must be a non-negative symmetric matrix shaped like P")
     W = W * (1.0 - np.eye(n))
+    _check_estimable(P, W)
     r = np.zeros(n)
     centering = np.ones((n, n)) / n
 
@@ -43,31 +49,48 @@ def fit_bradley_terry(P: np.ndarray, pair_weights: np.ndarray | None = None, *,
         return float(np.sum(W * P * -np.logaddexp(0.0, -d)))
 
     value = objective(r)
+    scale = max(1.0, W.sum() / n)
+    converged = False
     for _ in range(max_iter):
         s = sigmoid(r[:, None] - r[None, :])
-        grad = -np.sum(W * (s - P), axis=1)  # ∂/∂r_k of the log-likelihood (per unordered pair ×2)
-        if np.max(np.abs(grad)) <= tol * max(1.0, np.abs(W).sum() / n):
+        grad = -np.sum(W * (s - P), axis=1)  # gradient of the log-likelihood
+        if np.max(np.abs(grad)) <= tol * scale:
+            converged = True
             break
         curvature = W * s * (1.0 - s)
         laplacian = np.diag(curvature.sum(axis=1)) - curvature
         step = np.linalg.solve(laplacian + centering, grad)
-        t = 1.0
+        t, improved = 1.0, False
         while t > 1e-12:
             candidate = r + t * step
             new_value = objective(candidate)
             if new_value >= value + 1e-4 * t * float(grad @ step):
+                improved = True
                 break
             t *= 0.5
-        if new_value < value:
+        if not improved:  # at the optimum to rounding precision
+            converged = np.max(np.abs(grad)) <= 1e-6 * scale
             break
         r, value = candidate - candidate.mean(), new_value
-    else:
-        raise RuntimeError(
-            "Bradley–Terry fit did not converge: the preferences may separate the actions "
-            "perfectly (some P entries exactly 0 or 1 along a consistent order), which sends "
-            "the maximum-likelihood reward to infinity"
-        )
+    if not converged:
+        raise RuntimeError(f"Bradley–Terry fit did not converge in {max_iter} Newton steps")
     return r - r.mean()
+
+
+def _check_estimable(P: np.ndarray, W: np.ndarray) -> None:
+    """The maximum-likelihood reward is finite iff every action beats every other through some
+    chain of compared pairs (the "beats" graph is strongly connected); otherwise it diverges."""
+    from scipy.sparse.csgraph import connected_components
+
+    beats = (W * P) > 0
+    count, labels = connected_components(beats, directed=True, connection="strong")
+    if count > 1:
+        groups = [np.flatnonzero(labels == k).tolist() for k in range(count)]
+        raise ValueError(
+            "the Bradley–Terry reward is infinite for these preferences: the actions split into "
+            f"groups {groups} where some group never beats another (P entries of exactly 0 or 1 "
+            "along a consistent order); add label noise or comparisons between the groups"
+        )
 
 
 def rlhf_policy(reward: np.ndarray, mu: np.ndarray, tau: float) -> np.ndarray:

@@ -21,8 +21,9 @@ from scipy.special import softmax
 from nlhf.tabular.validation import check_policy, check_preference_matrix, check_tau
 
 
-def solve_regularized_nash(P: np.ndarray, mu: np.ndarray, tau: float, *, tol: float = 1e-14,
-                           max_iter: int = 200) -> np.ndarray:
+def solve_regularized_nash(
+    P: np.ndarray, mu: np.ndarray, tau: float, *, tol: float = 1e-14, max_iter: int = 200
+) -> np.ndarray:
     """The unique Nash equilibrium π* of the τ-regularized game, accurate to ~1e-13.
 
     Args:
@@ -63,8 +64,9 @@ def _continuation(tau: float, ratio: float = 0.25) -> list[float]:
     return [*taus, tau]
 
 
-def _newton(P: np.ndarray, log_mu: np.ndarray, tau: float, z: np.ndarray, tol: float,
-            max_iter: int) -> tuple[np.ndarray, float]:
+def _newton(
+    P: np.ndarray, log_mu: np.ndarray, tau: float, z: np.ndarray, tol: float, max_iter: int
+) -> tuple[np.ndarray, float]:
     """Damped Newton on F(z) = z − log μ − P softmax(z)/τ; returns (softmax(z), scaled residual)."""
     eye = np.eye(len(z))
 

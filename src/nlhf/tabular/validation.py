@@ -1,4 +1,4 @@
-"""Input checks for the tabular lab: every bad input raises a ValueError saying which and by how much.
+"""Input checks for the tabular lab: a ValueError that says which check failed and by how much.
 
 A preference game is a square matrix ``P`` with ``P[i, j] = P(action i ≻ action j)``, entries in
 [0, 1] and ``P + Pᵀ = 1``; a policy is a strictly positive probability vector.
@@ -45,7 +45,9 @@ def check_policy(pi: np.ndarray, n: int, name: str = "mu", atol: float = ATOL) -
     if pi.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},) to match P, got {pi.shape}")
     if not np.all(np.isfinite(pi)):
-        raise ValueError(f"{name} has non-finite entries at {np.flatnonzero(~np.isfinite(pi)).tolist()}")
+        raise ValueError(
+            f"{name} has non-finite entries at {np.flatnonzero(~np.isfinite(pi)).tolist()}"
+        )
     if np.any(pi <= 0):
         bad = np.flatnonzero(pi <= 0)
         raise ValueError(

@@ -1,0 +1,98 @@
+"""Dataclass configs: YAML files, flags and key=value overrides, with errors that say where."""
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+from nlhf.cli import build_parser, main
+from nlhf.config import ConfigError, build_config, option
+
+
+@dataclass
+class Toy:
+    """A toy config."""
+
+    rate: float = option(0.5, "a float")
+    steps: int = option(10, "an int")
+    names: list[str] = option(["a", "b"], "a list")
+    mode: Literal["x", "y"] = option("x", "a choice")
+    flag: bool = option(False, "a switch")
+    limit: int | None = option(None, "optional int")
+
+    def __post_init__(self):
+        if self.rate < 0:
+            raise ValueError(f"rate must be ≥ 0, got {self.rate}")
+
+
+def test_conversions():
+    cfg = build_config(
+        Toy,
+        {
+            "rate": "0.25",
+            "steps": "3",
+            "names": "p,q",
+            "mode": "y",
+            "flag": "true",
+            "limit": "none",
+        },
+    )
+    assert cfg == Toy(rate=0.25, steps=3, names=["p", "q"], mode="y", flag=True, limit=None)
+    assert build_config(Toy, {"names": ["r"], "limit": 4}).limit == 4
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"steps": "ten"}, r"steps: 'ten' is not a valid int"),
+        ({"steps": 2.5}, r"steps: 2.5 is not an integer"),
+        ({"mode": "z"}, r"mode: 'z' is not one of x, y"),
+        ({"flag": "maybe"}, r"flag: 'maybe' is not a boolean"),
+        ({"nope": 1}, r"unknown field 'nope' for Toy"),
+        ({"rate": -1}, r"rate must be ≥ 0"),
+    ],
+)
+def test_errors_name_the_field(values, message):
+    with pytest.raises(ConfigError, match=message):
+        build_config(Toy, values, {k: "cfg.yaml" for k in values})
+
+
+def test_every_option_of_every_command_has_help(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    top = capsys.readouterr().out
+    assert "tabular" in top
+    parser = build_parser(["tabular"])
+    sub = next(a for a in parser._actions if a.dest == "command_0").choices["tabular"]
+    for action in sub._actions:
+        assert action.help and len(action.help) > 10, action.dest
+
+
+def test_precedence_defaults_yaml_flags_overrides(tmp_path):
+    from nlhf.tabular.cli import Config
+
+    cfg_file = tmp_path / "lab.yaml"
+    cfg_file.write_text("tau: 0.3\nsteps: 7\ngames: [cycle]\n")
+    parser = build_parser(["tabular"])
+    args = parser.parse_args(["tabular", "--config", str(cfg_file), "--steps", "9", "tau=0.2"])
+    from nlhf.config import config_from_args
+
+    cfg = config_from_args(Config, args)
+    assert (cfg.tau, cfg.steps, cfg.games, cfg.n) == (0.2, 9, ["cycle"], Config().n)
+
+
+def test_bad_yaml_key_names_the_file(tmp_path, capsys):
+    cfg_file = tmp_path / "bad.yaml"
+    cfg_file.write_text("tau: 0.3\nstepz: 7\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["tabular", "--config", str(cfg_file)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert str(cfg_file) in err and "unknown field 'stepz'" in err
+
+
+def test_invalid_combination_is_reported(capsys):
+    with pytest.raises(SystemExit):
+        main(["tabular", "eta=20", "tau=0.1"])
+    assert "eta·tau must be ≤ 1" in capsys.readouterr().err
