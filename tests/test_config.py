@@ -94,5 +94,5 @@ def test_bad_yaml_key_names_the_file(tmp_path, capsys):
 
 def test_invalid_combination_is_reported(capsys):
     with pytest.raises(SystemExit):
-        main(["tabular", "eta=20", "tau=0.1"])
+        main(["tabular", "schedule=constant", "eta=20", "tau=0.1"])
     assert "eta·tau must be ≤ 1" in capsys.readouterr().err

@@ -22,6 +22,7 @@ def test_tabular_writes_report_plot_and_summary(tmp_path):
             "--games",
             "cycle,condorcet,bradley-terry",
             "algorithms=nash-md,nash-mp,self-play",
+            "schedule=constant",
         ]
     )
     assert code == 0

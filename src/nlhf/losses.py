@@ -1,0 +1,244 @@
+"""Every training objective as a pure tensor function: no models, no I/O, easy to test.
+
+Shapes: ``B`` sequences, ``T`` completion tokens; ``mask`` is a (B, T) bool tensor that is
+True on real completion tokens (EOS included) and False on padding after EOS.  Per-token
+log-probs are log π(y_t | x, y_<t) of the *sampled* tokens, in float32.  Every loss returns
+a scalar to minimize, averaged over the batch.
+
+    from nlhf.losses import nash_md_pg_loss, dpo_loss, ppo_policy_loss, gae
+    loss = nash_md_pg_loss(logprobs, ref_logprobs, mask, preference, tau=0.05)
+
+Conventions for the regularization strengths, which other libraries name differently:
+``tau`` is the NLHF paper's KL coefficient τ (TRL's Nash-MD calls it ``beta``); ``beta`` in
+DPO/IPO is the inverse temperature of the implicit reward; ``kl_coef`` is PPO's KL penalty.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+# --------------------------------------------------------------------------- masked reductions
+
+
+def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    mask = mask.to(x.dtype)
+    return (x * mask).sum() if dim is None else (x * mask).sum(dim)
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Mean over the masked-in entries (over all of them when ``dim`` is None)."""
+    mask = mask.to(x.dtype)
+    if dim is None:
+        return (x * mask).sum() / mask.sum().clamp(min=1.0)
+    return (x * mask).sum(dim) / mask.sum(dim).clamp(min=1.0)
+
+
+def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
+    """Normalize to unit variance (and zero mean) over the masked-in entries."""
+    mean = masked_mean(x, mask)
+    var = masked_mean((x - mean) ** 2, mask)
+    whitened = (x - mean) * torch.rsqrt(var + 1e-8)
+    if not shift_mean:
+        whitened = whitened + mean
+    return whitened * mask.to(x.dtype)
+
+
+def suffix_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """out[:, t] = Σ_{s ≥ t} x[:, s]·mask[:, s]: the total of the remaining suffix."""
+    x = x * mask.to(x.dtype)
+    return x.flip(-1).cumsum(-1).flip(-1)
+
+
+# --------------------------------------------------------------------------- KL estimators
+
+
+def kl_estimate(
+    logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: str = "k1"
+) -> torch.Tensor:
+    """Per-token estimators of KL(π‖μ) from samples of π (Schulman's k1, k2, k3).
+
+    With log r = log μ − log π:  k1 = −log r (unbiased, can be negative),
+    k2 = ½(log r)² (biased, low variance), k3 = (r − 1) − log r (unbiased, ≥ 0).
+    """
+    log_ratio = ref_logprobs - logprobs
+    if kind == "k1":
+        return -log_ratio
+    if kind == "k2":
+        return 0.5 * log_ratio**2
+    if kind == "k3":
+        return torch.expm1(log_ratio) - log_ratio
+    raise ValueError(f"unknown KL estimator {kind!r}; choose k1, k2 or k3")
+
+
+# --------------------------------------------------------------------------- NLHF
+
+
+def nash_md_pg_loss(
+    logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    preference: torch.Tensor,
+    tau: float,
+) -> torch.Tensor:
+    """Nash-MD policy-gradient surrogate (NLHF paper, deep-learning section).
+
+    Its gradient is an unbiased estimate of −∇θ [P(π_θ ≻ π_β) − τ·KL(π_θ‖μ)] with π_β fixed,
+    from y ~ π_θ (one per row) and y′ ~ π_β, ``preference`` = P(y ≻ y′ | x) (or a 0/1 sample):
+
+        ∇ ≈ −(P(y ≻ y′) − ½)·Σ_t ∇log π_θ(y_t | ·) + τ·Σ_t ∇log π_θ(y_t | ·)·Σ_{s≥t} k_s,
+
+    with k_s = log π_θ(y_s | ·) − log μ(y_s | ·).  The ½ is a baseline (E ∇log π = 0) and each
+    token's score is weighted by the KL of the remaining suffix only, since earlier tokens'
+    terms have zero expected correlation with it.  Args as in the module docstring;
+    ``logprobs`` carries the gradient, the rest does not.
+    """
+    mask = mask.bool()
+    advantage = (preference.detach().to(logprobs.dtype) - 0.5).unsqueeze(-1)
+    kl_to_go = suffix_sum(logprobs.detach() - ref_logprobs.detach(), mask)
+    weights = advantage - tau * kl_to_go
+    return -masked_sum(weights * logprobs, mask, dim=-1).mean()
+
+
+# --------------------------------------------------------------------------- judges
+
+
+def bradley_terry_loss(
+    chosen_rewards: torch.Tensor,
+    rejected_rewards: torch.Tensor,
+    margin: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """−log σ(r(y_w) − r(y_l) − margin): the reward model's negative log-likelihood."""
+    diff = chosen_rewards - rejected_rewards
+    if margin is not None:
+        diff = diff - margin
+    nll = -F.logsigmoid(diff)
+    if weight is not None:
+        return (nll * weight).sum() / weight.sum()
+    return nll.mean()
+
+
+def preference_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of P(y ≻ y′) = σ(logit) against a label or soft probability."""
+    return F.binary_cross_entropy_with_logits(logits, target.to(logits.dtype))
+
+
+# --------------------------------------------------------------------------- offline/online pairs
+
+
+def _implicit_margin(
+    chosen_logps: torch.Tensor,
+    rejected_logps: torch.Tensor,
+    ref_chosen_logps: torch.Tensor,
+    ref_rejected_logps: torch.Tensor,
+) -> torch.Tensor:
+    return (chosen_logps - ref_chosen_logps) - (rejected_logps - ref_rejected_logps)
+
+
+def dpo_loss(
+    chosen_logps: torch.Tensor,
+    rejected_logps: torch.Tensor,
+    ref_chosen_logps: torch.Tensor,
+    ref_rejected_logps: torch.Tensor,
+    beta: float,
+) -> torch.Tensor:
+    """DPO: −log σ(β·h), h = log π(y_w)/μ(y_w) − log π(y_l)/μ(y_l) (sequence log-probs)."""
+    h = _implicit_margin(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps)
+    return -F.logsigmoid(beta * h).mean()
+
+
+def ipo_loss(
+    chosen_logps: torch.Tensor,
+    rejected_logps: torch.Tensor,
+    ref_chosen_logps: torch.Tensor,
+    ref_rejected_logps: torch.Tensor,
+    beta: float,
+) -> torch.Tensor:
+    """IPO: (h − 1/(2β))², which regresses the log-ratio margin to a finite target."""
+    h = _implicit_margin(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps)
+    return ((h - 1.0 / (2.0 * beta)) ** 2).mean()
+
+
+def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Negative log-likelihood per token, averaged over all demonstration tokens."""
+    return -masked_mean(logprobs, mask.bool())
+
+
+# --------------------------------------------------------------------------- PPO
+
+
+def kl_penalized_rewards(
+    scores: torch.Tensor,
+    logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    kl_coef: float,
+) -> torch.Tensor:
+    """Per-token rewards: −kl_coef·(log π − log μ) at every token, plus the sequence score
+    at the last real token (the classic sentiment-PPO reward shaping)."""
+    mask = mask.bool()
+    rewards = -kl_coef * (logprobs - ref_logprobs) * mask
+    last = mask.long().cumsum(-1).argmax(-1)  # index of the last True per row
+    has_token = mask.any(-1)
+    rewards[has_token, last[has_token]] += scores[has_token].to(rewards.dtype)
+    return rewards
+
+
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float = 1.0,
+    lam: float = 0.95,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimation over right-padded token sequences.
+
+    δ_t = r_t + γ·V_{t+1} − V_t (V = 0 after the last real token),  A_t = δ_t + γλ·A_{t+1}.
+    Returns (advantages, returns = advantages + values), both zero where ``mask`` is False.
+    """
+    mask_f = mask.to(values.dtype)
+    values = values * mask_f
+    rewards = rewards * mask_f
+    advantages = torch.zeros_like(values)
+    running = torch.zeros_like(values[:, 0])
+    for t in reversed(range(values.shape[1])):
+        next_value = values[:, t + 1] if t + 1 < values.shape[1] else torch.zeros_like(running)
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        running = (delta + gamma * lam * running) * mask_f[:, t]
+        advantages[:, t] = running
+    return advantages, (advantages + values) * mask_f
+
+
+def ppo_policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip: float = 0.2,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPO's clipped surrogate, token-averaged; also returns the clip fraction and approx. KL."""
+    mask = mask.bool()
+    ratio = torch.exp(logprobs - old_logprobs)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip)
+    loss = masked_mean(torch.maximum(unclipped, clipped), mask)
+    with torch.no_grad():
+        stats = {
+            "clip_fraction": masked_mean((clipped > unclipped).float(), mask),
+            "approx_kl": masked_mean(kl_estimate(logprobs, old_logprobs, "k3"), mask),
+        }
+    return loss, stats
+
+
+def ppo_value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    clip: float = 0.2,
+) -> torch.Tensor:
+    """½·max((V − R)², (clip(V, V_old ± clip) − R)²), token-averaged."""
+    clipped = old_values + torch.clamp(values - old_values, -clip, clip)
+    loss = torch.maximum((values - returns) ** 2, (clipped - returns) ** 2)
+    return 0.5 * masked_mean(loss, mask.bool())
