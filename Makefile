@@ -10,6 +10,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
+CHROMIUM := /usr/bin/chromium
+
 .PHONY: demo test test-fast bench lint clean
 
 $(STAMP): pyproject.toml
@@ -26,7 +28,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/nlhf tabular --out runs/demo-tabular
 
-test: $(STAMP)
+# The labeling app's browser tests drive Debian's Chromium (installed once, as root).
+$(CHROMIUM):
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)

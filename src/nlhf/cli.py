@@ -59,6 +59,22 @@ COMMANDS: dict[str, Command | Group] = {
         "Embedded defaults (SmolLM2 policy, MiniLM encoder, VADER, movie reviews): what is "
         "installed and cached, sizes, pip commands; --convert builds the policy cache now.",
     ),
+    "label": Group(
+        "Human feedback: a pairwise labeling web app and its preference-dataset export.",
+        {
+            "serve": Command(
+                "nlhf.label.serve_cli",
+                "Run the labeling web app (loopback by default; tokens when bound beyond).",
+            ),
+            "add": Command(
+                "nlhf.label.add_cli", "Add comparison tasks from a file or sampled from policies."
+            ),
+            "export": Command("nlhf.label.export_cli", "Export labels as preference pairs (JSONL)."),
+            "tokens": Command(
+                "nlhf.label.tokens_cli", "List, create and revoke labeler and admin tokens."
+            ),
+        },
+    ),
     "tabular": Command(
         "nlhf.tabular.cli",
         "Tabular NLHF lab: exact Nash equilibria, Nash-MD and other dynamics vs RLHF on "

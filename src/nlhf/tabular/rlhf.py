@@ -60,11 +60,16 @@ def fit_bradley_terry(
         curvature = W * s * (1.0 - s)
         laplacian = np.diag(curvature.sum(axis=1)) - curvature
         step = np.linalg.solve(laplacian + centering, grad)
+        if np.max(np.abs(step)) <= 1e-12 * (1.0 + np.max(np.abs(r))):
+            converged = True
+            break
+        decrement = float(grad @ step)  # Newton decrement λ², ≥ 0
         t, improved = 1.0, False
         while t > 1e-12:
             candidate = r + t * step
             new_value = objective(candidate)
-            if new_value >= value + 1e-4 * t * float(grad @ step):
+            # Near the optimum the full step is right and the objective cannot resolve the gain.
+            if decrement < 1e-8 or new_value >= value + 1e-4 * t * decrement:
                 improved = True
                 break
             t *= 0.5

@@ -1,0 +1,55 @@
+"""``nlhf label export``: write the collected labels as a preference dataset (JSONL).
+
+    nlhf label export --db labels.sqlite --out prefs.jsonl
+    nlhf label export --db labels.sqlite --out prefs.jsonl --ties half --min-votes 2
+    nlhf label export --db labels.sqlite --out votes.jsonl.gz --aggregate votes
+
+The rows follow the project's schema (``prompt``, ``chosen``, ``rejected``, ``weight``,
+``margin``, ``source`` plus labeling metadata) and load with ``nlhf.data.load_pairs``; see
+:mod:`nlhf.label.export` for how votes, ties and skips become pairs.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Literal
+
+from nlhf.config import option
+from nlhf.label.export import ExportOptions, write_export
+from nlhf.label.serve_cli import DB_HELP
+from nlhf.label.store import LabelStore
+
+
+@dataclass
+class Config:
+    """Export labels as preference pairs (prompt, chosen, rejected, weight, …), one JSON
+    object per line; skips are never exported."""
+
+    db: str = option("labels.sqlite", DB_HELP)
+    out: str = option("preferences.jsonl", "output file (.jsonl, or .jsonl.gz for gzip)")
+    format: Literal["jsonl"] = option("jsonl", "output format: jsonl (the project's schema)")
+    aggregate: Literal["majority", "votes"] = option(
+        "majority", "majority: one pair per task (plurality of A/B/tie); votes: one per vote"
+    )
+    ties: Literal["drop", "half"] = option(
+        "drop", "ties: drop them, or half: write both orders with weight 0.5"
+    )
+    min_votes: int = option(1, "export only tasks with at least this many A/B/tie votes")
+
+    def __post_init__(self) -> None:
+        if self.min_votes < 1:
+            raise ValueError(f"min_votes must be ≥ 1, got {self.min_votes}")
+
+
+def run(config: Config) -> int:
+    store = LabelStore(config.db)
+    try:
+        options = ExportOptions(config.aggregate, config.ties, config.min_votes)
+        rows = write_export(store, config.out, options)
+    finally:
+        store.close()
+    print(f"nlhf label export: {rows} pairs written to {config.out}")
+    if rows == 0:
+        print("  (no task has enough votes yet)", file=sys.stderr)
+    return 0

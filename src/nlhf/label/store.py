@@ -1,0 +1,543 @@
+"""Everything the labeling app reads and writes, as transactions on the labeling database.
+
+    from nlhf.label.store import LabelStore
+    store = LabelStore("labels.sqlite")                 # or any SQLAlchemy URL
+    store.add_tasks(tasks)                              # idempotent: same content, same task
+    alice = store.labeler_for_name("alice")
+    job = store.next_assignment(alice.id, k=3)          # a task alice has not seen, order drawn
+    store.submit(alice.id, job.id, "left", comment="clearer")
+
+Rules the store enforces (each in one transaction, so concurrent labelers cannot break them):
+
+- a labeler is never assigned the same task twice (unique (task, labeler));
+- a task collects at most ``k`` votes (labels other than skip); a task counts as taken while
+  someone holds an unanswered assignment for it younger than ``lease_seconds``;
+- a labeler who reloads gets their open assignment back (same task, same order);
+- one label per assignment: submitting the same answer again is acknowledged as a duplicate,
+  a different answer is a :class:`Conflict`;
+- labels are stored in the task's terms (``a``, ``b``, ``tie``, ``skip``) together with the
+  side response A was shown on, so position bias can be measured.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import secrets
+import time
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, Row, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from nlhf.label import db
+from nlhf.label.db import assignments, labelers, labels, meta, tasks
+from nlhf.label.security import hash_token, new_token
+from nlhf.label.tasks import TaskInput
+
+DISPLAY_CHOICES = ("left", "right", "tie", "skip")
+MAX_COMMENT = 5000
+MAX_NAME = 80
+MAX_ID = 2**63  # database integers are signed 64-bit
+
+
+class LabelError(Exception):
+    """A request the store refuses; ``status`` is the HTTP status that fits."""
+
+    status = 400
+
+
+class NotFound(LabelError):
+    status = 404
+
+
+class Conflict(LabelError):
+    status = 409
+
+
+@dataclass(frozen=True)
+class Labeler:
+    id: int
+    name: str
+    is_admin: bool
+    active: bool
+    has_token: bool
+    token_tag: str  # a short prefix of the token hash: changes when the token does
+
+
+@dataclass(frozen=True)
+class Task:
+    id: int
+    prompt: str | list[dict[str, str]]
+    response_a: str
+    response_b: str
+    source: str | None
+    info: dict[str, Any]
+    votes: int
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A task as one labeler sees it; ``swapped``: response B is on the left."""
+
+    id: int
+    task: Task
+    swapped: bool
+    created_at: float
+
+    @property
+    def left(self) -> str:
+        return self.task.response_b if self.swapped else self.task.response_a
+
+    @property
+    def right(self) -> str:
+        return self.task.response_a if self.swapped else self.task.response_b
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int  # labels this labeler has given (skips included)
+    remaining: int  # tasks still open to them (with fewer than k votes, not yet labelled)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    label_id: int
+    choice: str  # in task terms: a, b, tie, skip
+    duplicate: bool  # True: the same answer had already been stored
+
+
+@dataclass(frozen=True)
+class LabelRecord:
+    id: int
+    assignment_id: int
+    task_id: int
+    labeler_id: int
+    labeler: str
+    choice: str
+    shown_left: str
+    comment: str
+    seconds: float
+    created_at: float
+
+
+def task_choice(display: str, swapped: bool) -> str:
+    """The answer in task terms (a, b, tie, skip) from what was clicked (left, right, …)."""
+    if display not in DISPLAY_CHOICES:
+        raise LabelError(f"choice must be one of {', '.join(DISPLAY_CHOICES)}, got {display!r:.40}")
+    if display == "left":
+        return "b" if swapped else "a"
+    if display == "right":
+        return "a" if swapped else "b"
+    return display
+
+
+def check_name(name: str) -> str:
+    """A labeler name: 1–80 printable characters after trimming."""
+    if not isinstance(name, str):
+        raise LabelError("a labeler name must be text")
+    name = name.strip()
+    if not name or len(name) > MAX_NAME:
+        raise LabelError(f"a labeler name needs 1 to {MAX_NAME} characters, got {len(name)}")
+    if any(unicodedata.category(ch).startswith("C") for ch in name):
+        raise LabelError("a labeler name cannot contain control characters")
+    return name
+
+
+def _task(row: Row) -> Task:
+    return Task(
+        id=row.id,
+        prompt=json.loads(row.prompt),
+        response_a=row.response_a,
+        response_b=row.response_b,
+        source=row.source,
+        info=json.loads(row.info) if row.info else {},
+        votes=row.votes,
+    )
+
+
+def _labeler(row: Row) -> Labeler:
+    return Labeler(
+        id=row.id,
+        name=row.name,
+        is_admin=bool(row.is_admin),
+        active=bool(row.active),
+        has_token=row.token_hash is not None,
+        token_tag=(row.token_hash or "-")[:12],
+    )
+
+
+class LabelStore:
+    """The labeling database behind the app and the ``nlhf label`` commands."""
+
+    def __init__(self, db_or_url: str, *, rng: random.Random | None = None) -> None:
+        self.url = db.database_url(db_or_url)
+        self.engine: Engine = db.connect(self.url)
+        self._reader: Engine = db.reader(self.engine)
+        self.rng = rng or random.Random()
+        self._check_schema()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ----------------------------------------------------------------- meta
+    def _check_schema(self) -> None:
+        with self.engine.begin() as conn:
+            found = conn.execute(select(meta.c.value).where(meta.c.key == "schema")).scalar()
+            if found is None:
+                conn.execute(insert(meta).values(key="schema", value=db.SCHEMA_VERSION))
+            elif found != db.SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.url}: labeling database schema {found}, this version of nlhf "
+                    f"reads schema {db.SCHEMA_VERSION}"
+                )
+
+    def secret(self) -> bytes:
+        """A random key kept in the database (signs session cookies; survives restarts)."""
+        for _ in range(2):
+            with self.engine.begin() as conn:
+                value = conn.execute(select(meta.c.value).where(meta.c.key == "secret")).scalar()
+                if value is not None:
+                    return bytes.fromhex(value)
+                try:
+                    conn.execute(insert(meta).values(key="secret", value=secrets.token_hex(32)))
+                except IntegrityError:
+                    continue
+        return self.secret()
+
+    # ----------------------------------------------------------------- tasks
+    def add_tasks(self, items: Iterable[TaskInput]) -> tuple[int, int]:
+        """Store new tasks in one transaction; returns (added, already present)."""
+        added = existing = 0
+        now = time.time()
+        with self.engine.begin() as conn:
+            known = set(conn.execute(select(tasks.c.key)).scalars())
+            rows = []
+            for item in items:
+                key = item.key
+                if key in known:
+                    existing += 1
+                    continue
+                known.add(key)
+                rows.append(
+                    {
+                        "key": key,
+                        "prompt": item.prompt_json,
+                        "response_a": item.response_a,
+                        "response_b": item.response_b,
+                        "source": item.source,
+                        "info": json.dumps(item.info, ensure_ascii=False) if item.info else None,
+                        "votes": 0,
+                        "created_at": now,
+                    }
+                )
+            if rows:
+                conn.execute(insert(tasks), rows)
+            added = len(rows)
+        return added, existing
+
+    def tasks(self) -> dict[int, Task]:
+        with self._reader.begin() as conn:
+            return {r.id: _task(r) for r in conn.execute(select(tasks).order_by(tasks.c.id))}
+
+    def task_counts(self, k: int) -> tuple[int, int]:
+        """(number of tasks, number with at least ``k`` votes)."""
+        with self._reader.begin() as conn:
+            total = conn.execute(select(func.count()).select_from(tasks)).scalar_one()
+            full = conn.execute(
+                select(func.count()).select_from(tasks).where(tasks.c.votes >= k)
+            ).scalar_one()
+        return total, full
+
+    # ----------------------------------------------------------------- labelers
+    def labeler(self, labeler_id: int) -> Labeler | None:
+        if not 0 < labeler_id < MAX_ID:
+            return None
+        with self._reader.begin() as conn:
+            row = conn.execute(select(labelers).where(labelers.c.id == labeler_id)).first()
+        return _labeler(row) if row else None
+
+    def labeler_by_token(self, token: str) -> Labeler | None:
+        """The active labeler whose token this is, else None."""
+        if not token:
+            return None
+        with self._reader.begin() as conn:
+            row = conn.execute(
+                select(labelers).where(
+                    labelers.c.token_hash == hash_token(token), labelers.c.active.is_(True)
+                )
+            ).first()
+        return _labeler(row) if row else None
+
+    def labelers(self) -> list[Labeler]:
+        with self._reader.begin() as conn:
+            return [_labeler(r) for r in conn.execute(select(labelers).order_by(labelers.c.id))]
+
+    def labeler_for_name(self, name: str) -> Labeler:
+        """The labeler called ``name``, created (without a token) if new; used on loopback."""
+        name = check_name(name)
+        for _ in range(3):
+            with self.engine.begin() as conn:
+                row = conn.execute(select(labelers).where(labelers.c.name == name)).first()
+                if row is not None:
+                    if not row.active:
+                        raise LabelError(f"labeler {name!r} was revoked")
+                    return _labeler(row)
+                try:
+                    conn.execute(
+                        insert(labelers).values(
+                            name=name, is_admin=False, active=True, created_at=time.time()
+                        )
+                    )
+                except IntegrityError:
+                    continue
+        raise Conflict(f"could not create labeler {name!r}")
+
+    def create_token(self, name: str, *, admin: bool = False, replace: bool = False) -> str:
+        """A new token for labeler ``name`` (created if new); only its hash is stored.
+
+        A labeler who already holds an active token keeps it unless ``replace``; the old token
+        (and every session opened with it) stops working when it is replaced.
+        """
+        name = check_name(name)
+        token = new_token()
+        digest = hash_token(token)
+        with self.engine.begin() as conn:
+            row = conn.execute(select(labelers).where(labelers.c.name == name)).first()
+            if row is None:
+                conn.execute(
+                    insert(labelers).values(
+                        name=name,
+                        token_hash=digest,
+                        is_admin=admin,
+                        active=True,
+                        created_at=time.time(),
+                    )
+                )
+            else:
+                if row.token_hash is not None and row.active and not replace:
+                    raise Conflict(f"labeler {name!r} already has a token; replace it explicitly")
+                conn.execute(
+                    update(labelers)
+                    .where(labelers.c.id == row.id)
+                    .values(token_hash=digest, is_admin=admin, active=True)
+                )
+        return token
+
+    def revoke(self, name: str) -> None:
+        """Disable labeler ``name``: their token and sessions stop working; labels stay."""
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                update(labelers)
+                .where(labelers.c.name == name)
+                .values(active=False, token_hash=None)
+            )
+            if done.rowcount == 0:
+                raise NotFound(f"no labeler called {name!r}")
+
+    def has_admin_token(self) -> bool:
+        with self._reader.begin() as conn:
+            return (
+                conn.execute(
+                    select(func.count())
+                    .select_from(labelers)
+                    .where(
+                        labelers.c.is_admin.is_(True),
+                        labelers.c.active.is_(True),
+                        labelers.c.token_hash.is_not(None),
+                    )
+                ).scalar_one()
+                > 0
+            )
+
+    # ----------------------------------------------------------------- labelling
+    def next_assignment(
+        self, labeler_id: int, k: int, lease_seconds: float = 1800.0
+    ) -> Assignment | None:
+        """The labeler's open assignment, else a new one on the first task with room, else None."""
+        if k < 1:
+            raise ValueError(f"k (labels per task) must be ≥ 1, got {k}")
+        now = time.time()
+        cutoff = now - lease_seconds
+        for _ in range(3):
+            try:
+                with self.engine.begin() as conn:
+                    return self._open_assignment(conn, labeler_id, k) or self._new_assignment(
+                        conn, labeler_id, k, cutoff, now
+                    )
+            except IntegrityError:  # the same labeler asked twice at once (two tabs)
+                continue
+        raise Conflict("could not assign a task; try again")
+
+    def _open_assignment(self, conn: Any, labeler_id: int, k: int) -> Assignment | None:
+        job = conn.execute(
+            select(assignments)
+            .join(tasks, tasks.c.id == assignments.c.task_id)
+            .outerjoin(labels, labels.c.assignment_id == assignments.c.id)
+            .where(
+                assignments.c.labeler_id == labeler_id,
+                labels.c.id.is_(None),
+                tasks.c.votes < k,
+            )
+            .order_by(assignments.c.id.desc())
+            .limit(1)
+        ).first()
+        if job is None:
+            return None
+        task = conn.execute(select(tasks).where(tasks.c.id == job.task_id)).one()
+        return Assignment(job.id, _task(task), bool(job.swapped), job.created_at)
+
+    def _new_assignment(
+        self, conn: Any, labeler_id: int, k: int, cutoff: float, now: float
+    ) -> Assignment | None:
+        mine = (
+            select(assignments.c.id)
+            .where(assignments.c.task_id == tasks.c.id, assignments.c.labeler_id == labeler_id)
+            .exists()
+        )
+        held = (
+            select(func.count())
+            .select_from(assignments.outerjoin(labels, labels.c.assignment_id == assignments.c.id))
+            .where(
+                assignments.c.task_id == tasks.c.id,
+                labels.c.id.is_(None),
+                assignments.c.created_at > cutoff,
+            )
+            .scalar_subquery()
+        )
+        room = (tasks.c.votes < k) & ~mine & (tasks.c.votes + held < k)
+        candidates = (
+            conn.execute(select(tasks.c.id).where(room).order_by(tasks.c.id).limit(8))
+            .scalars()
+            .all()
+        )
+        for task_id in candidates:
+            # Lock the task row (PostgreSQL and others; SQLite is already serialized) and
+            # check again that it still has room now that no one else can take it.
+            conn.execute(select(tasks.c.id).where(tasks.c.id == task_id).with_for_update())
+            row = conn.execute(select(tasks).where(tasks.c.id == task_id, room)).first()
+            if row is None:
+                continue
+            swapped = self.rng.random() < 0.5
+            new_id = conn.execute(
+                insert(assignments).values(
+                    task_id=task_id, labeler_id=labeler_id, swapped=swapped, created_at=now
+                )
+            ).inserted_primary_key[0]
+            return Assignment(new_id, _task(row), swapped, now)
+        return None
+
+    def submit(
+        self,
+        labeler_id: int,
+        assignment_id: int,
+        choice: str,
+        comment: str = "",
+        *,
+        k: int,
+    ) -> Submitted:
+        """Store the labeler's answer (``left``, ``right``, ``tie`` or ``skip``) to an assignment.
+
+        Raises :class:`NotFound` for an assignment that does not exist or is someone else's,
+        :class:`Conflict` for a second, different answer or a task that already has ``k``
+        votes, :class:`LabelError` for a bad choice or comment.
+        """
+        if not isinstance(comment, str) or len(comment) > MAX_COMMENT:
+            raise LabelError(f"a comment is text of at most {MAX_COMMENT} characters")
+        comment = comment.replace("\r\n", "\n").strip()  # forms send CRLF line breaks
+        if isinstance(assignment_id, bool) or not isinstance(assignment_id, int):
+            raise LabelError(f"assignment_id must be an integer, got {assignment_id!r:.40}")
+        if not 0 < assignment_id < MAX_ID:
+            raise NotFound(f"no assignment {assignment_id} for this labeler")
+        try:
+            with self.engine.begin() as conn:
+                return self._submit(conn, labeler_id, assignment_id, choice, comment, k)
+        except IntegrityError:  # a concurrent identical submission won the race
+            with self.engine.begin() as conn:
+                return self._submit(conn, labeler_id, assignment_id, choice, comment, k)
+
+    def _submit(
+        self, conn: Any, labeler_id: int, assignment_id: int, choice: str, comment: str, k: int
+    ) -> Submitted:
+        job = conn.execute(
+            select(assignments).where(
+                assignments.c.id == assignment_id, assignments.c.labeler_id == labeler_id
+            )
+        ).first()
+        if job is None:
+            raise NotFound(f"no assignment {assignment_id} for this labeler")
+        answer = task_choice(choice, bool(job.swapped))
+        done = conn.execute(select(labels).where(labels.c.assignment_id == assignment_id)).first()
+        if done is not None:
+            if done.choice == answer and done.comment == comment:
+                return Submitted(done.id, done.choice, duplicate=True)
+            raise Conflict(
+                f"assignment {assignment_id} was already answered ({done.choice}); "
+                "an answer cannot be changed"
+            )
+        votes = conn.execute(
+            select(tasks.c.votes).where(tasks.c.id == job.task_id).with_for_update()
+        ).scalar_one()
+        if answer != "skip" and votes >= k:
+            raise Conflict(f"task {job.task_id} already has its {k} labels; take the next one")
+        now = time.time()
+        label_id = conn.execute(
+            insert(labels).values(
+                assignment_id=assignment_id,
+                task_id=job.task_id,
+                labeler_id=labeler_id,
+                choice=answer,
+                shown_left="b" if job.swapped else "a",
+                comment=comment,
+                seconds=max(0.0, now - job.created_at),
+                created_at=now,
+            )
+        ).inserted_primary_key[0]
+        if answer != "skip":
+            conn.execute(
+                update(tasks).where(tasks.c.id == job.task_id).values(votes=tasks.c.votes + 1)
+            )
+        return Submitted(label_id, answer, duplicate=False)
+
+    def progress(self, labeler_id: int, k: int) -> Progress:
+        with self._reader.begin() as conn:
+            done = conn.execute(
+                select(func.count()).select_from(labels).where(labels.c.labeler_id == labeler_id)
+            ).scalar_one()
+            labelled = (
+                select(labels.c.id)
+                .where(labels.c.task_id == tasks.c.id, labels.c.labeler_id == labeler_id)
+                .exists()
+            )
+            remaining = conn.execute(
+                select(func.count()).select_from(tasks).where(tasks.c.votes < k, ~labelled)
+            ).scalar_one()
+        return Progress(done=done, remaining=remaining)
+
+    def label_records(self) -> list[LabelRecord]:
+        """Every label with its labeler's name, oldest first."""
+        with self._reader.begin() as conn:
+            rows = conn.execute(
+                select(labels, labelers.c.name)
+                .join(labelers, labelers.c.id == labels.c.labeler_id)
+                .order_by(labels.c.id)
+            )
+            return [
+                LabelRecord(
+                    id=r.id,
+                    assignment_id=r.assignment_id,
+                    task_id=r.task_id,
+                    labeler_id=r.labeler_id,
+                    labeler=r.name,
+                    choice=r.choice,
+                    shown_left=r.shown_left,
+                    comment=r.comment,
+                    seconds=r.seconds if math.isfinite(r.seconds) else 0.0,
+                    created_at=r.created_at,
+                )
+                for r in rows
+            ]

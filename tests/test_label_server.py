@@ -1,0 +1,189 @@
+"""The app under a real uvicorn server on 127.0.0.1: concurrent labelers and a killed server.
+
+Each test starts ``python -m nlhf.label.serve_cli`` in a subprocess (port 0: a free port, read
+from the first printed line) and drives it over HTTP with httpx clients in threads.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from nlhf.label.store import LabelStore
+from nlhf.label.tasks import TaskInput
+
+pytestmark = pytest.mark.slow
+
+
+def start_server(db, k, *extra):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nlhf.label.serve_cli", "--db", db, "--port", "0",
+         "--labels-per-task", str(k), "--log-level", "error", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    line = proc.stdout.readline()
+    if "serving on" not in line:
+        proc.kill()
+        raise RuntimeError(f"server did not start: {line!r} {proc.stderr.read()[:2000]}")
+    return proc, line.split("serving on ")[1].strip()
+
+
+def test_token_mode_server_prints_an_admin_link_and_refuses_strangers(tmp_path):
+    db = str(tmp_path / "l.sqlite")
+    seed_tasks(db, 2)
+    proc, url = start_server(db, 1, "--auth", "token")
+    try:
+        lines = [proc.stdout.readline() for _ in range(3)]
+        (link,) = [x for x in lines if "admin sign-in link" in x]
+        token = link.split("token=")[1].strip()
+        with httpx.Client(base_url=url, follow_redirects=True) as client:
+            for path in ("/", "/admin", "/api/next", "/static/app.css", "/login"):
+                assert client.get(path).status_code == 401, path
+            assert client.get(f"/login?token={token}").status_code == 200  # → /admin
+            assert client.get("/admin").status_code == 200
+    finally:
+        stop(proc)
+    proc, _ = start_server(db, 1, "--auth", "token")  # the admin token exists: none printed
+    try:
+        lines = [proc.stdout.readline() for _ in range(2)]
+        assert not any("sign-in link" in x for x in lines)
+    finally:
+        stop(proc)
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def client_for(url, name):
+    client = httpx.Client(base_url=url, timeout=20)
+    anon = client.get("/api/session").json()["csrf_token"]
+    r = client.post("/api/login", json={"name": name}, headers={"X-CSRF-Token": anon})
+    r.raise_for_status()
+    client.headers["X-CSRF-Token"] = r.json()["csrf_token"]
+    return client
+
+
+def seed_tasks(db, n):
+    store = LabelStore(db)
+    store.add_tasks(TaskInput(f"prompt {i}", f"A {i}", f"B {i}") for i in range(n))
+    store.close()
+
+
+def test_concurrent_labelers_get_exactly_one_row_per_submission(tmp_path):
+    db, n_tasks, k, n_clients = str(tmp_path / "l.sqlite"), 150, 8, 8
+    seed_tasks(db, n_tasks)
+    proc, url = start_server(db, k)
+    statuses: Counter[int] = Counter()
+    lock = threading.Lock()
+
+    def labeler(index):
+        rng = random.Random(index)
+        client = client_for(url, f"labeler-{index}")
+        acked = {}
+        while True:
+            r = client.get("/api/next")
+            with lock:
+                statuses[r.status_code] += 1
+            job = r.json()["assignment_id"]
+            if job is None:
+                return acked
+            body = {"assignment_id": job, "choice": rng.choice(["left", "right", "tie", "skip"])}
+            r = client.post("/api/labels", json=body)
+            with lock:
+                statuses[r.status_code] += 1
+            assert r.status_code == 201, r.text
+            acked[job] = r.json()["label_id"]
+            if rng.random() < 0.1:  # a double submit is acknowledged as a duplicate
+                again = client.post("/api/labels", json=body)
+                assert again.status_code == 200 and again.json()["duplicate"]
+                assert again.json()["label_id"] == acked[job]
+
+    start = time.monotonic()
+    try:
+        with ThreadPoolExecutor(n_clients) as pool:
+            results = list(pool.map(labeler, range(n_clients), timeout=240))
+    finally:
+        elapsed = time.monotonic() - start
+        stop(proc)
+    acked_ids = [label_id for acked in results for label_id in acked.values()]
+    assert len(acked_ids) == n_tasks * n_clients  # every labeler saw every task exactly once
+    assert not [s for s in statuses if s >= 500]
+    store = LabelStore(db)
+    records = store.label_records()
+    assert sorted(r.id for r in records) == sorted(acked_ids)
+    assert len({(r.task_id, r.labeler_id) for r in records}) == len(records)
+    votes = Counter(r.task_id for r in records if r.choice != "skip")
+    assert all(t.votes == votes[t.id] <= k for t in store.tasks().values())
+    store.close()
+    print(f"\n{len(acked_ids)} submissions by {n_clients} clients in {elapsed:.1f} s")
+    assert elapsed < 180
+
+
+def test_killed_server_keeps_every_acknowledged_label(tmp_path):
+    db = str(tmp_path / "l.sqlite")
+    seed_tasks(db, 400)
+    proc, url = start_server(db, 4)
+    clients = [client_for(url, f"l{i}") for i in range(4)]
+    acked: list[tuple[str, int, str]] = []
+    lock = threading.Lock()
+    stop_flag = threading.Event()
+
+    def work(i):
+        client = clients[i]
+        while not stop_flag.is_set():
+            try:
+                job = client.get("/api/next").json()["assignment_id"]
+                if job is None:
+                    return
+                choice = ["left", "right", "tie"][job % 3]
+                r = client.post("/api/labels", json={"assignment_id": job, "choice": choice})
+            except httpx.HTTPError:
+                return  # the server is gone: nothing acknowledged
+            if r.status_code == 201:
+                with lock:
+                    acked.append((f"l{i}", job, r.json()["choice"]))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while len(acked) < 200 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)  # mid-flight: requests are in progress
+    proc.wait()
+    stop_flag.set()
+    for t in threads:
+        t.join(30)
+    assert len(acked) >= 200
+    proc, url2 = start_server(db, 4)
+    try:
+        store = LabelStore(db)
+        stored = {(r.labeler, r.assignment_id): r.choice for r in store.label_records()}
+        store.close()
+        missing = [a for a in acked if stored.get((a[0], a[1])) != a[2]]
+        assert not missing, f"{len(missing)} acknowledged labels lost, e.g. {missing[:3]}"
+        print(f"\n{len(acked)} acknowledged before SIGKILL, {len(stored)} stored, none lost")
+        # the restarted server answers, and the session cookies (signed with the database's
+        # secret) still work
+        client = clients[0]
+        assert client.get(url2 + "/api/session").json()["labeler"] == "l0"
+        job = client.get(url2 + "/api/next").json()["assignment_id"]
+        r = client.post(url2 + "/api/labels", json={"assignment_id": job, "choice": "left"})
+        assert r.status_code == 201
+    finally:
+        stop(proc)
