@@ -69,7 +69,9 @@ COMMANDS: dict[str, Command | Group] = {
             "add": Command(
                 "nlhf.label.add_cli", "Add comparison tasks from a file or sampled from policies."
             ),
-            "export": Command("nlhf.label.export_cli", "Export labels as preference pairs (JSONL)."),
+            "export": Command(
+                "nlhf.label.export_cli", "Export labels as preference pairs (JSONL)."
+            ),
             "tokens": Command(
                 "nlhf.label.tokens_cli", "List, create and revoke labeler and admin tokens."
             ),
