@@ -42,11 +42,15 @@ class Group:
 
 COMMANDS: dict[str, Command | Group] = {
     "train": Group(
-        "Train a judge or a policy: reward-model, preference-model.",
+        "Train a judge or a policy: reward-model, preference-model, nash-md.",
         {
             "reward-model": Command(
                 "nlhf.train.reward_model",
                 "Bradley–Terry reward model r(x, y) from preference pairs (HH, IMDB, JSONL/CSV).",
+            ),
+            "nash-md": Command(
+                "nlhf.train.nash_md",
+                "Nash-MD-PG: policy gradient against the geometric mixture π^(1−β)μ^β (NLHF).",
             ),
             "preference-model": Command(
                 "nlhf.train.preference_model",

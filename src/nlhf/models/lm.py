@@ -1,0 +1,146 @@
+"""How to call a Hugging Face causal LM, plain or wrapped by peft, in one uniform way.
+
+Three jobs, shared by the log-prob code and the decode loop:
+
+- :class:`AdapterDisabled`: the reference of a LoRA policy, i.e. the same weights with the
+  adapter switched off.  It is callable like a model and owns no parameters.
+- :class:`Caller`: one forward pass with left-padding-aware ``position_ids``, an optional KV
+  cache, ``logits_to_keep`` when the model supports it, and peft's per-row adapter selection
+  (``adapter_names``; :data:`BASE_ADAPTER` means "adapter off" for that row).
+- :func:`resolve_model`: accept a :class:`~nlhf.models.policy.Policy`, a peft model, a plain
+  ``PreTrainedModel`` or an :class:`AdapterDisabled` wherever a model is expected.
+
+    caller = Caller(model)
+    logits = caller(input_ids, attention_mask, position_ids, cache=caller.new_cache(),
+                    logits_to_keep=1)
+"""
+
+from __future__ import annotations
+
+import inspect
+from functools import cache as memoize
+from typing import Any
+
+import torch
+from torch import nn
+
+from nlhf.models.kv_cache import new_cache
+
+BASE_ADAPTER = "__base__"
+"""peft's reserved adapter name for "no adapter" in ``adapter_names``."""
+
+
+def is_peft_model(model: Any) -> bool:
+    """True for a ``peft.PeftModel`` (peft is imported only if it is installed)."""
+    try:
+        from peft import PeftModel
+    except ImportError:  # pragma: no cover - peft is a dependency
+        return False
+    return isinstance(model, PeftModel)
+
+
+class AdapterDisabled:
+    """The model under a peft adapter with the adapter switched off: a reference for free.
+
+    Calls run the peft model inside ``disable_adapter()``; nothing is copied, so the view
+    always reflects the current base weights and holds no parameters of its own.
+    """
+
+    def __init__(self, peft_model: nn.Module) -> None:
+        if not is_peft_model(peft_model):
+            raise TypeError(f"AdapterDisabled needs a peft model, got {type(peft_model).__name__}")
+        self.peft_model = peft_model
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self.peft_model.disable_adapter():
+            return self.peft_model(*args, **kwargs)
+
+    @property
+    def config(self) -> Any:
+        return self.peft_model.config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.peft_model.parameters()).device
+
+    def __repr__(self) -> str:
+        return f"AdapterDisabled({type(self.peft_model.get_base_model()).__name__})"
+
+
+def resolve_model(model: Any, role: str) -> Any:
+    """The callable model behind ``model`` (a Policy gives its ``.model``); clear error if none."""
+    from nlhf.models.policy import Policy
+
+    if isinstance(model, Policy):
+        return model.model
+    if isinstance(model, AdapterDisabled | nn.Module):
+        return model
+    raise TypeError(
+        f"{role}: expected a Policy, a Hugging Face causal LM or policy.reference, "
+        f"got {type(model).__name__}"
+    )
+
+
+def hf_model(model: Any) -> nn.Module:
+    """The transformers model that finally runs (under peft wrappers and views)."""
+    if isinstance(model, AdapterDisabled):
+        model = model.peft_model
+    if is_peft_model(model):
+        model = model.get_base_model()
+    return model
+
+
+@memoize
+def _forward_parameters(cls: type) -> frozenset[str]:
+    return frozenset(inspect.signature(cls.forward).parameters)
+
+
+def model_device(model: Any) -> torch.device:
+    if isinstance(model, AdapterDisabled):
+        return model.device
+    for param in model.parameters():
+        return param.device
+    return torch.device("cpu")
+
+
+class Caller:
+    """One forward pass of a causal LM with the keyword names its transformers version expects."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        base = hf_model(model)
+        params = _forward_parameters(type(base))
+        self.cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        self.takes_logits_to_keep = "logits_to_keep" in params
+        self.config = base.config
+
+    def new_cache(self, capacity: int | None = None) -> Any:
+        """An empty KV cache; with ``capacity``, preallocated for that many positions."""
+        return new_cache(self.config, capacity)
+
+    def __call__(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any = None,
+        logits_to_keep: int = 0,
+        adapter_names: list[str] | None = None,
+    ) -> torch.Tensor:
+        """Logits (rows, positions, V) of the last ``logits_to_keep`` positions (0: all)."""
+        kwargs: dict[str, Any] = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+            "use_cache": cache is not None,
+        }
+        if cache is not None:
+            kwargs[self.cache_kwarg] = cache
+        if logits_to_keep and self.takes_logits_to_keep:
+            kwargs["logits_to_keep"] = logits_to_keep
+        if adapter_names is not None:
+            kwargs["adapter_names"] = adapter_names
+        logits = self.model(**kwargs).logits
+        if logits_to_keep:
+            logits = logits[:, -logits_to_keep:]
+        return logits

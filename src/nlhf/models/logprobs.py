@@ -1,0 +1,107 @@
+"""Log-probabilities of given completions under a causal LM, with left-padded prompts.
+
+    from nlhf.models.logprobs import completion_logprobs
+    lp = completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
+    lp.shape == completion_ids.shape        # fp32, 0 where completion_mask is 0
+    lp.sum(-1)                              # per-sequence log-probability
+
+Conventions shared with the sampler (:mod:`nlhf.models.sampling`):
+
+- prompts are left-padded: each row of ``prompt_mask`` is 0…0 1…1 with at least one 1;
+- completions start right after the prompt; ``completion_mask`` marks their real tokens
+  (1 up to and including EOS, 0 after), so it must be 1…1 0…0 per row;
+- ``position_ids = clamp(cumsum(attention_mask) − 1, min=0)``, so the first real prompt token
+  of every row sits at position 0 whatever its padding;
+- log-probs are taken in fp32 from the model's unmodified (temperature 1) logits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from nlhf.models.lm import Caller, resolve_model
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """``clamp(cumsum(mask) − 1, min=0)`` along the last axis: positions that ignore padding."""
+    return (attention_mask.long().cumsum(dim=-1) - 1).clamp_(min=0)
+
+
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """``log_softmax(logits)[..., token]`` in fp32 without materializing the log-softmax."""
+    logits = logits.float()
+    picked = torch.gather(logits, -1, tokens.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(logits, dim=-1)
+
+
+def check_left_padded(mask: torch.Tensor, name: str = "attention_mask") -> None:
+    """Raise, naming the first bad row, unless every row is 0…0 1…1 with at least one 1."""
+    if mask.ndim != 2:
+        raise ValueError(f"{name} must have shape (batch, length), got {tuple(mask.shape)}")
+    m = mask.long()
+    if m.numel() and not bool(((m == 0) | (m == 1)).all()):
+        raise ValueError(f"{name} must contain only 0 and 1")
+    bad = (m[:, 1:] < m[:, :-1]).any(dim=1).nonzero()
+    if bad.numel():
+        raise ValueError(
+            f"{name} row {int(bad[0])} is not left-padded (its ones must form one block "
+            f"at the right end): {m[int(bad[0])].tolist()}"
+        )
+    empty = (m.sum(dim=1) == 0).nonzero()
+    if empty.numel():
+        raise ValueError(f"{name} row {int(empty[0])} is empty (no prompt token)")
+
+
+def check_right_padded(mask: torch.Tensor, name: str = "completion_mask") -> None:
+    """Raise, naming the first bad row, unless every row is 1…1 0…0 (possibly all zeros)."""
+    m = mask.long()
+    bad = (m[:, 1:] > m[:, :-1]).any(dim=1).nonzero()
+    if bad.numel():
+        raise ValueError(
+            f"{name} row {int(bad[0])} has a 1 after a 0 (tokens after the end of a "
+            f"completion): {m[int(bad[0])].tolist()}"
+        )
+
+
+def completion_logprobs(
+    model: Any,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Per-token log-probs (B, T) of ``completion_ids`` after the prompts, 0 where masked.
+
+    ``model`` is a Hugging Face causal LM, a peft model, a Policy or ``policy.reference``.
+    Gradients flow if they are enabled and the model has trainable parameters.
+    """
+    if prompt_ids.shape != prompt_mask.shape:
+        raise ValueError(
+            f"prompt_ids {tuple(prompt_ids.shape)} and prompt_mask "
+            f"{tuple(prompt_mask.shape)} differ in shape"
+        )
+    if completion_ids.ndim != 2 or completion_ids.shape[0] != prompt_ids.shape[0]:
+        raise ValueError(
+            f"completion_ids {tuple(completion_ids.shape)} must be (batch, length) with the "
+            f"prompts' batch size {prompt_ids.shape[0]}"
+        )
+    if completion_mask is None:
+        completion_mask = torch.ones_like(completion_ids)
+    elif completion_mask.shape != completion_ids.shape:
+        raise ValueError(
+            f"completion_mask {tuple(completion_mask.shape)} and completion_ids "
+            f"{tuple(completion_ids.shape)} differ in shape"
+        )
+    check_left_padded(prompt_mask, "prompt_mask")
+    check_right_padded(completion_mask)
+    steps = completion_ids.shape[1]
+    if steps == 0:
+        return torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
+    caller = Caller(resolve_model(model, "model"))
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    mask = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
+    logits = caller(input_ids, mask, position_ids_from_mask(mask), logits_to_keep=steps + 1)
+    lp = token_logprobs(logits[:, :-1], completion_ids)
+    return lp.masked_fill(completion_mask == 0, 0.0)

@@ -1,0 +1,261 @@
+"""The policy being aligned: a Hugging Face causal LM, its tokenizer and its reference.
+
+    from nlhf.models import Policy, PolicyConfig
+    policy = Policy(model, tokenizer, PolicyConfig(lora_r=16))     # or Policy.load(config)
+    lp = policy.logprobs(prompt_ids, prompt_mask, completion_ids, completion_mask)  # (B, T)
+    ref_lp = policy.reference_logprobs(prompt_ids, prompt_mask, completion_ids, completion_mask)
+    policy.reference      # callable like a model, for nlhf.models.sample(..., reference=...)
+
+The reference μ is what the KL terms and the Nash-MD mixture compare the policy with:
+
+- with LoRA (``lora_r > 0``, or a model that already is a ``peft.PeftModel``) the reference
+  is the same weights with the adapter switched off (:class:`~nlhf.models.lm.AdapterDisabled`):
+  no second copy in memory, and the decode loop can run policy and reference rows in one
+  forward pass;
+- otherwise the reference is a frozen deep copy taken at construction (``requires_grad``
+  False, eval mode).
+
+Log-probs are fp32, of the unmodified (temperature 1) model, with left-padded prompts and
+``position_ids = clamp(cumsum(mask) − 1, 0)``; see :mod:`nlhf.models.logprobs`.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from nlhf.config import option
+from nlhf.models.lm import AdapterDisabled, is_peft_model, model_device
+from nlhf.models.logprobs import completion_logprobs
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class PolicyConfig:
+    """How to load the policy and whether to train it through a LoRA adapter."""
+
+    model: str = option(
+        "",
+        "folder of a causal LM (a hub name works where the machine has access); "
+        "empty when the model object is passed in code",
+    )
+    tokenizer: str = option("", "tokenizer folder or name; empty: the same as model")
+    dtype: Literal["float32", "bfloat16", "float16"] = option(
+        "float32", "dtype of the weights; log-probs are computed in float32 regardless"
+    )
+    lora_r: int = option(
+        0, "LoRA rank; 0 trains every weight and keeps a frozen copy as the reference"
+    )
+    lora_alpha: float = option(16.0, "LoRA scaling numerator (the update is scaled by alpha / r)")
+    lora_dropout: float = option(0.0, "dropout on the LoRA path during training")
+    lora_target_modules: list[str] = option(
+        [],
+        "module names that get an adapter (e.g. q_proj,v_proj, or all-linear); "
+        "empty: peft's default for the architecture",
+    )
+    disable_dropout: bool = option(
+        True,
+        "set every dropout of the model to 0, so training-time log-probs match the "
+        "sampler's (standard for RL fine-tuning)",
+    )
+
+    def __post_init__(self) -> None:
+        if self.lora_r < 0:
+            raise ValueError(f"lora_r must be ≥ 0, got {self.lora_r}")
+        if not 0.0 <= self.lora_dropout < 1.0:
+            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
+
+
+def disable_dropout(model: nn.Module) -> None:
+    """Set the probability of every ``nn.Dropout`` in ``model`` to 0."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+
+
+def frozen_copy(model: nn.Module) -> nn.Module:
+    """A deep copy with ``requires_grad`` False everywhere, in eval mode."""
+    ref = copy.deepcopy(model)
+    ref.requires_grad_(False)
+    return ref.eval()
+
+
+def add_lora(model: nn.Module, config: PolicyConfig) -> nn.Module:
+    """Wrap ``model`` in a fresh LoRA adapter as ``config`` describes (a ``peft.PeftModel``)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers.pytorch_utils import Conv1D
+
+    targets: list[str] | str | None = list(config.lora_target_modules) or None
+    if targets == ["all-linear"]:
+        targets = "all-linear"
+    lora = LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=targets,
+        fan_in_fan_out=any(isinstance(m, Conv1D) for m in model.modules()),  # GPT-2 style
+        task_type="CAUSAL_LM",
+    )
+    try:
+        with warnings.catch_warnings():  # peft calls a transformers method deprecated in v5
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+            return get_peft_model(model, lora)
+    except ValueError as exc:
+        raise ValueError(f"lora_target_modules={config.lora_target_modules}: {exc}") from None
+
+
+class Policy:
+    """A causal LM being trained, its tokenizer, and its reference (see the module docstring)."""
+
+    def __init__(
+        self, model: nn.Module, tokenizer: Any = None, config: PolicyConfig | None = None
+    ) -> None:
+        self.config = config or PolicyConfig()
+        self.tokenizer = tokenizer
+        if self.config.disable_dropout:
+            disable_dropout(model)
+        self._frozen_reference: nn.Module | None = None
+        if is_peft_model(model):
+            if self.config.lora_r:
+                raise ValueError(
+                    "the model already carries a peft adapter; leave lora_r at 0 to use it as is"
+                )
+            self.model = model
+        elif self.config.lora_r > 0:
+            self.model = add_lora(model, self.config)
+        else:
+            self.model = model
+            self._frozen_reference = frozen_copy(model)
+
+    @classmethod
+    def load(cls, config: PolicyConfig) -> Policy:
+        """Load model and tokenizer from ``config.model`` / ``config.tokenizer``."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if not config.model:
+            raise ValueError("PolicyConfig.model is empty: give a model folder to load")
+        try:
+            model = AutoModelForCausalLM.from_pretrained(config.model, dtype=DTYPES[config.dtype])
+            tokenizer = AutoTokenizer.from_pretrained(config.tokenizer or config.model)
+        except OSError as exc:
+            raise OSError(f"PolicyConfig.model={config.model!r}: cannot load: {exc}") from None
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"
+        return cls(model, tokenizer, config)
+
+    # ----------------------------------------------------------------- the reference
+    @property
+    def is_lora(self) -> bool:
+        return self._frozen_reference is None
+
+    @property
+    def reference(self) -> nn.Module | AdapterDisabled:
+        """μ: the adapter-disabled view (LoRA) or the frozen copy; callable like a model."""
+        if self._frozen_reference is not None:
+            return self._frozen_reference
+        return AdapterDisabled(self.model)
+
+    # ----------------------------------------------------------------- log-probs
+    def logprobs(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        completion_ids: torch.Tensor,
+        completion_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Per-token fp32 log π of the completions (B, T), 0 where masked; differentiable."""
+        return completion_logprobs(
+            self.model, prompt_ids, prompt_mask, completion_ids, completion_mask
+        )
+
+    def sequence_logprobs(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        completion_ids: torch.Tensor,
+        completion_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """log π of each whole completion (B,): the masked sum of :meth:`logprobs`."""
+        return self.logprobs(prompt_ids, prompt_mask, completion_ids, completion_mask).sum(-1)
+
+    @torch.no_grad()
+    def reference_logprobs(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        completion_ids: torch.Tensor,
+        completion_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Per-token fp32 log μ of the completions (B, T), 0 where masked; no gradient."""
+        return completion_logprobs(
+            self.reference, prompt_ids, prompt_mask, completion_ids, completion_mask
+        )
+
+    # ----------------------------------------------------------------- bookkeeping
+    @property
+    def device(self) -> torch.device:
+        return model_device(self.model)
+
+    def to(self, device: torch.device | str) -> Policy:
+        self.model.to(device)
+        if self._frozen_reference is not None:
+            self._frozen_reference.to(device)
+        return self
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """The parameters an optimizer should update (only the adapter's under LoRA)."""
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        """Token ids that end a completion (tokenizer first, then the model's configs)."""
+        return eos_token_ids(self.model, self.tokenizer)
+
+    @property
+    def pad_token_id(self) -> int:
+        return pad_token_id(self.model, self.tokenizer)
+
+    def save(self, folder: str | Path) -> None:
+        """Save the model (the adapter only, under LoRA) and the tokenizer into ``folder``."""
+        folder = Path(folder)
+        self.model.save_pretrained(folder)
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(folder)
+
+
+def _as_list(value: Any) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, int):
+        return [value]
+    return [int(v) for v in value]
+
+
+def eos_token_ids(model: Any, tokenizer: Any = None) -> list[int]:
+    """EOS ids from the tokenizer, else the model's generation config, else its config."""
+    if tokenizer is not None and getattr(tokenizer, "eos_token_id", None) is not None:
+        return _as_list(tokenizer.eos_token_id)
+    for source in (getattr(model, "generation_config", None), getattr(model, "config", None)):
+        ids = _as_list(getattr(source, "eos_token_id", None))
+        if ids:
+            return ids
+    return []
+
+
+def pad_token_id(model: Any, tokenizer: Any = None) -> int:
+    """The id written after EOS: tokenizer's pad, the config's pad, the first EOS, or 0."""
+    if tokenizer is not None and getattr(tokenizer, "pad_token_id", None) is not None:
+        return int(tokenizer.pad_token_id)
+    pad = getattr(getattr(model, "config", None), "pad_token_id", None)
+    if pad is not None:
+        return int(pad)
+    eos = eos_token_ids(model, tokenizer)
+    return eos[0] if eos else 0

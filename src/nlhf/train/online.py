@@ -1,0 +1,382 @@
+"""The online training core: prompts → rollout → judge → loss → optimizer step → metrics.
+
+Every online algorithm (``nlhf train nash-md`` …) is a small class with one method,
+``loss(batch, step) -> (loss, metrics)``, that samples what it needs, asks the judge and
+returns a differentiable loss; this module owns everything around it:
+
+- the policy (any causal LM; LoRA through peft with the adapter-disabled model as the
+  reference), the prompts, the judge;
+- AdamW or Lion, learning-rate schedule, gradient clipping, gradient accumulation;
+- deterministic sampling: the generator of each completion is seeded by (seed, step, row),
+  so a resumed run samples exactly what the uninterrupted run would have;
+- checkpoints every ``checkpoint_every`` steps (policy weights or adapter, optimizer,
+  scheduler, RNG states, step, algorithm state), written to a temp folder and renamed;
+  a killed run restarted with the same command resumes from the last complete one;
+- metrics: ``metrics.jsonl`` always, TensorBoard when installed, a progress bar;
+- NaN/inf in the loss or a logged quantity stops the run naming the step and the quantity
+  (``on_nonfinite=skip`` skips that update instead).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import torch
+from tqdm.auto import tqdm
+
+from nlhf.config import option, to_dict
+from nlhf.files import atomic_write_json
+from nlhf.train.checkpoint import Checkpointer
+
+
+@dataclass
+class OnlineConfig:
+    """Fields shared by every online algorithm."""
+
+    policy: str = option(
+        "smollm2",
+        "policy to align: smollm2 (the embedded SmolLM2-135M-Instruct), a folder or a hub name",
+    )
+    lora_r: int = option(16, "LoRA rank (0: train every weight, keep a frozen reference copy)")
+    lora_alpha: float = option(32.0, "LoRA alpha (the update is scaled by alpha / r)")
+    lora_target_modules: list[str] = option(
+        ["all-linear"], "modules that get a LoRA adapter (all-linear, or names like q_proj)"
+    )
+    prompts: str = option(
+        "imdb", "prompts: imdb (openings of movie reviews), hh (HH-RLHF dialogues) or a file"
+    )
+    prompt_words: int = option(8, "imdb prompts: the first this many words of a review")
+    chat_template: bool = option(
+        False, "render prompts with the tokenizer's chat template (else plain continuation)"
+    )
+    judge: str = option(
+        "vader", "judge: vader, or a folder from nlhf train reward-model|preference-model"
+    )
+    steps: int = option(100, "optimizer steps")
+    batch_size: int = option(8, "prompts per optimizer step (across all processes)")
+    grad_accum: int = option(1, "split each step's prompts into this many sequential chunks")
+    max_new_tokens: int = option(24, "tokens sampled per completion")
+    temperature: float = option(1.0, "sampling temperature (1: sample the policy itself)")
+    optimizer: Literal["adamw", "lion"] = option("adamw", "optimizer")
+    lr: float = option(1e-3, "learning rate")
+    weight_decay: float = option(0.0, "decoupled weight decay")
+    schedule: Literal["constant", "linear", "cosine"] = option(
+        "constant", "learning-rate schedule after warm-up"
+    )
+    warmup_steps: int = option(0, "steps of linear warm-up")
+    grad_clip: float = option(1.0, "clip the gradient norm to this value (0: off)")
+    seed: int = option(0, "seed for prompts order, sampling and initialization")
+    out: str = option("runs/online", "output folder: metrics.jsonl, checkpoints/, policy/")
+    checkpoint_every: int = option(25, "save a resumable checkpoint every this many steps")
+    resume: bool = option(True, "continue from the latest checkpoint in --out if there is one")
+    on_nonfinite: Literal["stop", "skip"] = option(
+        "stop", "when a loss or metric is NaN/inf: stop with a message, or skip that update"
+    )
+    tensorboard: bool = option(
+        True, "also write TensorBoard events (when tensorboard is installed)"
+    )
+    progress: bool = option(True, "show a progress bar")
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "grad_accum", "max_new_tokens", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        if self.batch_size % self.grad_accum:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must be a multiple of "
+                f"grad_accum ({self.grad_accum})"
+            )
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+
+@dataclass
+class PromptBatch:
+    """Left-padded prompt tokens of one chunk, their texts, and their global row numbers."""
+
+    texts: list[str]
+    ids: torch.Tensor
+    mask: torch.Tensor
+    rows: list[int]
+
+
+class Algorithm(Protocol):
+    def loss(self, batch: PromptBatch, step: int) -> tuple[torch.Tensor, dict[str, float]]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+# --------------------------------------------------------------------------- components
+
+
+def load_policy(config: OnlineConfig):
+    from nlhf.assets import resolve_model
+    from nlhf.models import Policy, PolicyConfig
+
+    return Policy.load(
+        PolicyConfig(
+            model=resolve_model(config.policy, "policy"),
+            lora_r=config.lora_r,
+            lora_alpha=config.lora_alpha,
+            lora_target_modules=list(config.lora_target_modules),
+        )
+    )
+
+
+def load_prompt_texts(config: OnlineConfig, tokenizer=None) -> list[str]:
+    """The prompt pool as model-input texts (chat template applied when asked)."""
+    from nlhf.data.chat import render_prompt
+
+    if config.prompts == "imdb":
+        from nlhf.data.movie_reviews import review_prompts
+
+        prompts = review_prompts(words=config.prompt_words, seed=config.seed)
+    elif config.prompts == "hh":
+        from nlhf.data import load_hh_harmless
+
+        prompts = [pair.prompt for pair in load_hh_harmless()]
+    else:
+        from nlhf.data import load_prompts
+
+        prompts = load_prompts(config.prompts)
+    texts = []
+    for p in prompts:
+        content = getattr(p, "content", p)
+        if config.chat_template or not isinstance(content, str):
+            texts.append(render_prompt(content, tokenizer if config.chat_template else None))
+        else:
+            texts.append(content)
+    return texts
+
+
+def step_rows(step: int, batch_size: int, pool: int, seed: int) -> list[int]:
+    """The prompt indices of one step: a fresh seeded permutation per pass over the pool."""
+    rows = []
+    for k in range(step * batch_size, (step + 1) * batch_size):
+        epoch, position = divmod(k, pool)
+        order = torch.randperm(pool, generator=torch.Generator().manual_seed(seed * 7919 + epoch))
+        rows.append(int(order[position]))
+    return rows
+
+
+def row_generators(seed: int, step: int, rows: list[int], salt: int = 0) -> list[torch.Generator]:
+    """One generator per sampled row, seeded by (seed, step, row): independent of batching."""
+    return [
+        torch.Generator().manual_seed(((seed * 1_000_003 + step) * 65_537 + row) * 31 + salt)
+        for row in rows
+    ]
+
+
+def tokenize(tokenizer, texts: list[str], device) -> tuple[torch.Tensor, torch.Tensor]:
+    tokenizer.padding_side = "left"
+    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    return enc["input_ids"].to(device), enc["attention_mask"].to(device)
+
+
+def decode(tokenizer, tokens: torch.Tensor, mask: torch.Tensor) -> list[str]:
+    return [
+        tokenizer.decode(row[m.bool()].tolist(), skip_special_tokens=True)
+        for row, m in zip(tokens, mask, strict=True)
+    ]
+
+
+def build_optimizer(config: OnlineConfig, params) -> torch.optim.Optimizer:
+    if config.optimizer == "lion":
+        from nlhf.train.lion import Lion
+
+        return Lion(params, lr=config.lr, weight_decay=config.weight_decay)
+    return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+
+
+def lr_factor(config: OnlineConfig):
+    def factor(step: int) -> float:
+        if step < config.warmup_steps:
+            return (step + 1) / config.warmup_steps
+        if config.schedule == "constant":
+            return 1.0
+        progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+        if config.schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+class MetricsLog:
+    """``metrics.jsonl`` (appended, one line per step) and optional TensorBoard events."""
+
+    def __init__(self, folder: Path, tensorboard: bool, start_step: int) -> None:
+        self.path = folder / "metrics.jsonl"
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():  # drop lines past the checkpoint we resume from
+            kept = [
+                line
+                for line in self.path.read_text().splitlines()
+                if line and json.loads(line)["step"] <= start_step
+            ]
+            self.path.write_text("".join(line + "\n" for line in kept))
+        self.writer = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.writer = SummaryWriter(str(folder / "tensorboard"), purge_step=start_step + 1)
+            except ImportError:
+                self.writer = None
+
+    def write(self, step: int, metrics: dict[str, float]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps({"step": step, **metrics}) + "\n")
+        if self.writer is not None:
+            for key, value in metrics.items():
+                self.writer.add_scalar(key, value, step)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def check_finite(step: int, loss: torch.Tensor, metrics: dict[str, float]) -> str | None:
+    """The name of the first non-finite quantity, or None."""
+    if not torch.isfinite(loss).all():
+        return "loss"
+    for key, value in metrics.items():
+        if not math.isfinite(value):
+            return key
+    return None
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+class Trainer:
+    """Holds the policy, judge, optimizer and prompts; runs an :class:`Algorithm`."""
+
+    def __init__(self, config: OnlineConfig, policy=None, judge=None, prompts=None) -> None:
+        self.config = config
+        torch.manual_seed(config.seed)
+        self.policy = policy if policy is not None else load_policy(config)
+        if judge is None:
+            from nlhf.models.judges import load_judge
+
+            judge = load_judge(config.judge)
+        self.judge = judge
+        self.prompts = (
+            prompts if prompts is not None else load_prompt_texts(config, self.policy.tokenizer)
+        )
+        if not self.prompts:
+            raise ValueError(f"{config.prompts}: no prompts")
+        self.params = self.policy.trainable_parameters()
+        self.optimizer = build_optimizer(config, self.params)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor(config))
+        self.out = Path(config.out)
+        self.checkpoints = Checkpointer(self.out / "checkpoints")
+
+    def batches(self, step: int) -> list[PromptBatch]:
+        cfg = self.config
+        rows = step_rows(step, cfg.batch_size, len(self.prompts), cfg.seed)
+        chunk = cfg.batch_size // cfg.grad_accum
+        out = []
+        for start in range(0, len(rows), chunk):
+            part = rows[start : start + chunk]
+            texts = [self.prompts[r] for r in part]
+            ids, mask = tokenize(self.policy.tokenizer, texts, self.policy.device)
+            out.append(
+                PromptBatch(
+                    texts, ids, mask, [step * cfg.batch_size + start + i for i in range(len(part))]
+                )
+            )
+        return out
+
+    def save_checkpoint(self, step: int, algorithm: Algorithm) -> None:
+        trainable = {
+            n: p.detach().cpu() for n, p in self.policy.model.named_parameters() if p.requires_grad
+        }
+        self.checkpoints.save(
+            step,
+            {
+                "trainable": trainable,
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "algorithm": algorithm.state_dict(),
+                "config": to_dict(self.config),
+            },
+        )
+
+    def restore(self, algorithm: Algorithm) -> int:
+        state = self.checkpoints.load_latest() if self.config.resume else None
+        if state is None:
+            return 0
+        params = dict(self.policy.model.named_parameters())
+        with torch.no_grad():
+            for name, value in state["trainable"].items():
+                params[name].copy_(value)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        algorithm.load_state_dict(state["algorithm"])
+        return int(state["step"])
+
+    def run(self, algorithm: Algorithm, name: str) -> dict[str, Any]:
+        cfg = self.config
+        start = self.restore(algorithm)
+        if start:
+            print(f"resuming from step {start} of {cfg.steps} ({self.checkpoints.folder})")
+        log = MetricsLog(self.out, cfg.tensorboard, start)
+        atomic_write_json(self.out / "config.json", {"algorithm": name, **to_dict(cfg)})
+        bar = tqdm(total=cfg.steps, initial=start, desc=name, unit="step", disable=not cfg.progress)
+        last: dict[str, float] = {}
+        for step in range(start, cfg.steps):
+            t0 = time.perf_counter()
+            self.optimizer.zero_grad(set_to_none=True)
+            totals: dict[str, float] = {}
+            bad = None
+            chunks = self.batches(step)
+            for batch in chunks:
+                loss, metrics = algorithm.loss(batch, step)
+                bad = check_finite(step, loss, metrics)
+                if bad:
+                    break
+                (loss / len(chunks)).backward()
+                for key, value in {"loss": loss.item(), **metrics}.items():
+                    totals[key] = totals.get(key, 0.0) + value / len(chunks)
+            if bad is None and cfg.grad_clip > 0:
+                norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
+                totals["grad_norm"] = float(norm)
+                if not math.isfinite(totals["grad_norm"]):
+                    bad = "grad_norm"
+            if bad is not None:
+                message = f"step {step}: {bad} is not finite"
+                if cfg.on_nonfinite == "stop":
+                    log.close()
+                    raise FloatingPointError(message + " (on_nonfinite=skip would skip the update)")
+                print(f"{message}; update skipped")
+                self.optimizer.zero_grad(set_to_none=True)
+                totals = {"skipped": 1.0}
+            else:
+                self.optimizer.step()
+            self.scheduler.step()
+            totals["lr"] = self.scheduler.get_last_lr()[0]
+            totals["step_seconds"] = time.perf_counter() - t0
+            log.write(step + 1, totals)
+            last = totals
+            bar.update(1)
+            bar.set_postfix(
+                {
+                    k: f"{v:.3g}"
+                    for k, v in totals.items()
+                    if k in ("loss", "win_rate", "kl", "reward")
+                }
+            )
+            if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
+                self.save_checkpoint(step + 1, algorithm)
+        bar.close()
+        log.close()
+        self.policy.save(self.out / "policy")
+        return last

@@ -1,0 +1,183 @@
+"""Policy log-probs under left padding, the frozen-copy and adapter-disabled references, LoRA."""
+
+import copy
+
+import pytest
+import torch
+
+from nlhf.models import AdapterDisabled, Policy, PolicyConfig, completion_logprobs
+from nlhf.models.logprobs import position_ids_from_mask
+from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+
+KINDS = ["gpt2", "llama"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread, and do not stall when the CPUs are shared."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def batch():
+    """Three left-padded prompts and right-padded completions (ids < 32)."""
+    prompts = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14]]
+    completions = [[20, 21, 22, 1], [23, 24, 25, 26], [27, 1, 0, 0]]
+    cmask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 0, 0]])
+    width = max(map(len, prompts))
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    return prompts, ids, mask, torch.tensor(completions), cmask
+
+
+def lora_policy(kind: str = "gpt2", seed: int = 0) -> tuple[Policy, torch.nn.Module]:
+    """A LoRA policy with non-zero adapter weights, and an untouched copy of its base model."""
+    base = tiny_causal_lm(kind, vocab_size=32, seed=seed)
+    original = copy.deepcopy(base)
+    policy = Policy(base, None, PolicyConfig(lora_r=4, lora_alpha=8))
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.3)
+    return policy, original
+
+
+def test_position_ids_from_mask():
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 0, 1]])
+    expected = [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4], [0, 0, 0, 0, 0]]
+    assert position_ids_from_mask(mask).tolist() == expected
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_left_padding_does_not_change_logprobs(kind):
+    model = tiny_causal_lm(kind, vocab_size=32)
+    prompts, ids, mask, comp, cmask = batch()
+    padded = completion_logprobs(model, ids, mask, comp, cmask)
+    for i, prompt in enumerate(prompts):
+        alone = completion_logprobs(
+            model,
+            torch.tensor([prompt]),
+            torch.ones(1, len(prompt), dtype=torch.long),
+            comp[i : i + 1],
+            cmask[i : i + 1],
+        )
+        torch.testing.assert_close(padded[i : i + 1], alone, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_logprobs_equal_a_plain_forward_and_are_masked(kind):
+    model = tiny_causal_lm(kind, vocab_size=32)
+    prompts, ids, mask, comp, cmask = batch()
+    lp = completion_logprobs(model, ids, mask, comp, cmask)
+    assert lp.dtype == torch.float32 and lp.shape == comp.shape
+    assert (lp[2, 2:] == 0).all() and (lp[cmask == 1] < 0).all()
+    seq = torch.tensor([prompts[1] + comp[1].tolist()])
+    with torch.no_grad():
+        logits = model(input_ids=seq).logits[0].float()
+    manual = torch.log_softmax(logits, -1)[len(prompts[1]) - 1 : -1].gather(
+        -1, comp[1].unsqueeze(-1)
+    )
+    torch.testing.assert_close(lp[1], manual.squeeze(-1), atol=1e-5, rtol=0)
+
+
+def test_bad_masks_are_rejected_with_the_row():
+    model = tiny_causal_lm("gpt2", vocab_size=32)
+    _, ids, mask, comp, cmask = batch()
+    right_padded = mask.flip(1)
+    with pytest.raises(ValueError, match="prompt_mask row 1 is not left-padded"):
+        completion_logprobs(model, ids, right_padded, comp, cmask)
+    holes = cmask.clone()
+    holes[0] = torch.tensor([1, 0, 1, 1])
+    with pytest.raises(ValueError, match="completion_mask row 0"):
+        completion_logprobs(model, ids, mask, comp, holes)
+    with pytest.raises(ValueError, match="differ in shape"):
+        completion_logprobs(model, ids, mask[:, 1:], comp, cmask)
+    empty = mask.clone()
+    empty[2] = 0
+    with pytest.raises(ValueError, match="row 2 is empty"):
+        completion_logprobs(model, ids, empty, comp, cmask)
+
+
+def test_frozen_copy_reference():
+    model = tiny_causal_lm("gpt2", vocab_size=32)
+    policy = Policy(model)
+    ref = policy.reference
+    assert not policy.is_lora and ref is not model and not ref.training
+    assert all(not p.requires_grad for p in ref.parameters())
+    ids = {p.data_ptr() for p in model.parameters()}
+    assert not ids & {p.data_ptr() for p in ref.parameters()}
+    _, pids, mask, comp, cmask = batch()
+    before = policy.reference_logprobs(pids, mask, comp, cmask)
+    torch.testing.assert_close(before, policy.logprobs(pids, mask, comp, cmask).detach())
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    assert torch.equal(policy.reference_logprobs(pids, mask, comp, cmask), before)
+    assert not torch.allclose(policy.logprobs(pids, mask, comp, cmask).detach(), before)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_lora_reference_is_the_base_model_without_a_copy(kind):
+    policy, original = lora_policy(kind)
+    _, ids, mask, comp, cmask = batch()
+    ref = policy.reference
+    assert policy.is_lora and isinstance(ref, AdapterDisabled)
+    base_lp = completion_logprobs(original, ids, mask, comp, cmask)
+    torch.testing.assert_close(
+        policy.reference_logprobs(ids, mask, comp, cmask), base_lp, atol=1e-5, rtol=0
+    )
+    assert not torch.allclose(policy.logprobs(ids, mask, comp, cmask).detach(), base_lp)
+    # No second copy: the reference owns no tensors, and the policy's parameters are the
+    # base weights plus the (small) adapter.
+    assert vars(ref) == {"peft_model": policy.model}
+    base_numel = sum(p.numel() for p in original.parameters())
+    storages = {p.untyped_storage().data_ptr(): p.numel() for p in policy.model.parameters()}
+    lora_numel = sum(p.numel() for p in policy.trainable_parameters())
+    assert sum(storages.values()) == base_numel + lora_numel
+    assert 0 < lora_numel < base_numel / 4
+    assert all("lora_" in n for n, p in policy.model.named_parameters() if p.requires_grad)
+
+
+def test_lora_gradients_reach_only_the_adapter():
+    policy, _ = lora_policy()
+    _, ids, mask, comp, cmask = batch()
+    policy.sequence_logprobs(ids, mask, comp, cmask).sum().backward()
+    grads = [p.grad for p in policy.trainable_parameters()]
+    assert all(g is not None for g in grads) and any(g.abs().sum() > 0 for g in grads)
+    assert policy.reference_logprobs(ids, mask, comp, cmask).requires_grad is False
+
+
+def test_dropout_is_disabled_by_default():
+    model = tiny_causal_lm("gpt2", vocab_size=32).train()
+    policy = Policy(model)
+    _, ids, mask, comp, cmask = batch()
+    a = policy.logprobs(ids, mask, comp, cmask)
+    b = policy.logprobs(ids, mask, comp, cmask)
+    assert torch.equal(a, b)
+
+
+def test_peft_model_with_lora_r_is_an_error():
+    policy, _ = lora_policy()
+    with pytest.raises(ValueError, match="already carries a peft adapter"):
+        Policy(policy.model, None, PolicyConfig(lora_r=4))
+    same = Policy(policy.model)
+    assert same.is_lora and isinstance(same.reference, AdapterDisabled)
+
+
+def test_load_from_folder_and_tokens(tmp_path):
+    tok = byte_tokenizer()
+    model = tiny_causal_lm(
+        "llama", vocab_size=len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id
+    )
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    policy = Policy.load(PolicyConfig(model=str(tmp_path), lora_r=2))
+    assert policy.is_lora and policy.eos_token_ids == [tok.eos_token_id]
+    assert policy.pad_token_id == tok.pad_token_id
+    with pytest.raises(OSError, match="cannot load"):
+        Policy.load(PolicyConfig(model=str(tmp_path / "missing")))
+    with pytest.raises(ValueError, match="lora_r"):
+        PolicyConfig(lora_r=-1)
