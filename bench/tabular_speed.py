@@ -13,9 +13,7 @@ import argparse
 import statistics
 import time
 
-import numpy as np
 from common import record
-
 from nlhf.tabular import make_game, nash_md, reference_policy, solve_regularized_nash
 
 
