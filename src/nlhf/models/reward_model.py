@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -41,6 +42,19 @@ def encode_pairs(
     )
 
 
+@contextmanager
+def quiet_load_report():
+    """Silence transformers' per-load report (it lists the fresh head as "missing")."""
+    from transformers.utils import logging
+
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+
+
 def read_kind(folder: str | Path) -> dict:
     path = Path(folder) / KIND_FILE
     if not path.exists():
@@ -62,7 +76,8 @@ class RewardModel(nn.Module):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        model = AutoModelForSequenceClassification.from_pretrained(name_or_path, num_labels=1)
+        with quiet_load_report():  # the new head is expected to be missing from the backbone
+            model = AutoModelForSequenceClassification.from_pretrained(name_or_path, num_labels=1)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         model.config.pad_token_id = tokenizer.pad_token_id
