@@ -106,6 +106,13 @@ class PromptBatch:
 
 
 class Algorithm(Protocol):
+    """``loss`` for one chunk of prompts; the trainer accumulates, clips and steps.
+
+    An algorithm that needs several optimizer steps per rollout (PPO's epochs) defines
+    ``update(chunks, step) -> metrics`` instead, calling ``trainer.clip_and_step()`` itself
+    and raising :class:`NonFiniteError` on a NaN/inf.
+    """
+
     def loss(self, batch: PromptBatch, step: int) -> tuple[torch.Tensor, dict[str, float]]: ...
 
     def state_dict(self) -> dict[str, Any]: ...
@@ -256,6 +263,15 @@ def check_finite(step: int, loss: torch.Tensor, metrics: dict[str, float]) -> st
 # --------------------------------------------------------------------------- the loop
 
 
+class NonFiniteError(FloatingPointError):
+    """A NaN/inf in a named quantity at a step."""
+
+    def __init__(self, quantity: str, step: int | None = None) -> None:
+        self.quantity, self.step = quantity, step
+        where = f"step {step}: " if step is not None else ""
+        super().__init__(f"{where}{quantity} is not finite")
+
+
 class Trainer:
     """Holds the policy, judge, optimizer and prompts; runs an :class:`Algorithm`."""
 
@@ -323,6 +339,36 @@ class Trainer:
         algorithm.load_state_dict(state["algorithm"])
         return int(state["step"])
 
+    def clip_and_step(self, params=None, optimizer=None) -> float:
+        """Clip the gradient norm, check it, take the optimizer step; returns the norm."""
+        params = self.params if params is None else params
+        optimizer = self.optimizer if optimizer is None else optimizer
+        limit = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
+        norm = float(torch.nn.utils.clip_grad_norm_(params, limit))
+        if not math.isfinite(norm):
+            raise NonFiniteError("grad_norm")
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return norm
+
+    def gradient_step(self, algorithm: Algorithm, chunks: list[PromptBatch], step: int) -> dict:
+        """The default update: one loss per chunk, gradients accumulated, one optimizer step."""
+        self.optimizer.zero_grad(set_to_none=True)
+        totals: dict[str, float] = {}
+        for batch in chunks:
+            loss, metrics = algorithm.loss(batch, step)
+            bad = check_finite(step, loss, metrics)
+            if bad:
+                raise NonFiniteError(bad, step)
+            (loss / len(chunks)).backward()
+            for key, value in {"loss": loss.item(), **metrics}.items():
+                totals[key] = totals.get(key, 0.0) + value / len(chunks)
+        try:
+            totals["grad_norm"] = self.clip_and_step()
+        except NonFiniteError as exc:
+            raise NonFiniteError(exc.quantity, step) from None
+        return totals
+
     def run(self, algorithm: Algorithm, name: str) -> dict[str, Any]:
         cfg = self.config
         start = self.restore(algorithm)
@@ -334,33 +380,21 @@ class Trainer:
         last: dict[str, float] = {}
         for step in range(start, cfg.steps):
             t0 = time.perf_counter()
-            self.optimizer.zero_grad(set_to_none=True)
-            totals: dict[str, float] = {}
-            bad = None
             chunks = self.batches(step)
-            for batch in chunks:
-                loss, metrics = algorithm.loss(batch, step)
-                bad = check_finite(step, loss, metrics)
-                if bad:
-                    break
-                (loss / len(chunks)).backward()
-                for key, value in {"loss": loss.item(), **metrics}.items():
-                    totals[key] = totals.get(key, 0.0) + value / len(chunks)
-            if bad is None and cfg.grad_clip > 0:
-                norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
-                totals["grad_norm"] = float(norm)
-                if not math.isfinite(totals["grad_norm"]):
-                    bad = "grad_norm"
-            if bad is not None:
-                message = f"step {step}: {bad} is not finite"
+            update = getattr(algorithm, "update", None)
+            try:
+                totals = (
+                    update(chunks, step) if update else self.gradient_step(algorithm, chunks, step)
+                )
+            except NonFiniteError as exc:
                 if cfg.on_nonfinite == "stop":
                     log.close()
-                    raise FloatingPointError(message + " (on_nonfinite=skip would skip the update)")
-                print(f"{message}; update skipped")
+                    raise FloatingPointError(
+                        f"{exc} (on_nonfinite=skip would skip the update)"
+                    ) from None
+                print(f"{exc}; update skipped")
                 self.optimizer.zero_grad(set_to_none=True)
                 totals = {"skipped": 1.0}
-            else:
-                self.optimizer.step()
             self.scheduler.step()
             totals["lr"] = self.scheduler.get_last_lr()[0]
             totals["step_seconds"] = time.perf_counter() - t0
