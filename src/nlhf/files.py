@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,31 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         os.replace(tmp_path, path)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def temp_dir_beside(target: Path) -> Path:
+    """A new folder next to ``target`` (same filesystem, so it can be renamed onto it), with
+    the permissions of a normal ``mkdir`` rather than mkdtemp's owner-only 0700."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)
+    return tmp
+
+
+def write_folder_atomically(save: Callable[[Path], Any], folder: str | Path) -> Path:
+    """Call ``save(tmp)`` on a fresh folder beside ``folder``, then rename it into place."""
+    folder = Path(folder)
+    tmp = temp_dir_beside(folder)
+    try:
+        save(tmp)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from nlhf.files import temp_dir_beside
 
 PREFIX = "step-"
 
@@ -65,7 +66,7 @@ class Checkpointer:
     def save(self, step: int, state: dict[str, Any]) -> Path:
         self.folder.mkdir(parents=True, exist_ok=True)
         final = self.folder / f"{PREFIX}{step}"
-        tmp = Path(tempfile.mkdtemp(prefix=f".{PREFIX}{step}.", dir=self.folder))
+        tmp = temp_dir_beside(final)
         try:
             torch.save({**state, "step": step, "rng": rng_state()}, tmp / "state.pt")
             if final.exists():

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +25,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from nlhf.config import option, to_dict
-from nlhf.files import atomic_write_json
+from nlhf.files import atomic_write_json, write_folder_atomically
 from nlhf.metrics import expected_calibration_error, log_loss, wilson_interval
 from nlhf.train.checkpoint import Checkpointer
 
@@ -152,20 +150,6 @@ def evaluate(model: nn.Module, logit: PairLogit, pairs, batch_size: int = 64) ->
     }
 
 
-def save_model_atomically(save: Callable[[Path], Any], folder: Path) -> Path:
-    """Write a model folder under a temp name, then rename it into place."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
-        save(tmp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
-
-
 def train_judge(
     config: JudgeTrainConfig,
     model: nn.Module,
@@ -249,7 +233,7 @@ def train_judge(
         "held_out": evaluate(model, logit, held_out),
         "history": history,
     }
-    save_model_atomically(save, out / "model")
+    write_folder_atomically(save, out / "model")
     atomic_write_json(out / "metrics.json", metrics)
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     return metrics

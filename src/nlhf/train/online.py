@@ -30,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from nlhf.config import option, to_dict
-from nlhf.files import atomic_write_json
+from nlhf.files import atomic_write_json, write_folder_atomically
 from nlhf.train.checkpoint import Checkpointer
 
 
@@ -412,5 +412,5 @@ class Trainer:
                 self.save_checkpoint(step + 1, algorithm)
         bar.close()
         log.close()
-        self.policy.save(self.out / "policy")
+        write_folder_atomically(self.policy.save, self.out / "policy")
         return last
