@@ -42,7 +42,7 @@ class Group:
 
 COMMANDS: dict[str, Command | Group] = {
     "train": Group(
-        "Train a judge or a policy: reward-model, preference-model, nash-md.",
+        "Train a judge or a policy (reward and preference models; Nash-MD-PG, DPO/IPO, SFT…).",
         {
             "reward-model": Command(
                 "nlhf.train.reward_model",
@@ -51,6 +51,20 @@ COMMANDS: dict[str, Command | Group] = {
             "nash-md": Command(
                 "nlhf.train.nash_md",
                 "Nash-MD-PG: policy gradient against the geometric mixture π^(1−β)μ^β (NLHF).",
+            ),
+            "online-dpo": Command(
+                "nlhf.train.online_dpo",
+                "Online DPO / IPO (loss_type=ipo): two samples per prompt, the judge picks.",
+            ),
+            "dpo": Command(
+                "nlhf.train.dpo", "Offline DPO on preference pairs (HH, IMDB, JSONL/CSV)."
+            ),
+            "ipo": Command(
+                "nlhf.train.ipo", "Offline IPO: regress each pair's log-ratio margin to 1/(2β)."
+            ),
+            "sft": Command(
+                "nlhf.train.sft",
+                "Supervised fine-tuning on demonstrations (prompt/response or chosen replies).",
             ),
             "preference-model": Command(
                 "nlhf.train.preference_model",

@@ -1,0 +1,34 @@
+"""``nlhf train ipo``: offline Identity Preference Optimization (Azar et al. 2023).
+
+    nlhf train ipo                                       # SmolLM2 + LoRA, packaged HH pairs
+    nlhf train ipo --data imdb max_pairs=2000 beta=0.1 --out runs/ipo-imdb
+
+Minimizes :func:`nlhf.losses.ipo_loss`, (h − 1/(2β))² with h = log π/μ(y_w) − log π/μ(y_l):
+instead of pushing the margin to infinity as DPO can on deterministic preferences, IPO
+regresses it to the finite target 1/(2β), so β acts as the regularization τ of the paper.
+Everything else (data, loop, outputs, held-out implicit-reward accuracy) is as in
+``nlhf train dpo`` (:mod:`nlhf.train.dpo`, :mod:`nlhf.train.offline`).
+
+Parameters and their TRL names: TRL's DPOConfig with loss_type=ipo, ``beta`` = beta (the
+IPO τ); the other names as in :mod:`nlhf.train.dpo`.
+
+Logged metrics: as in :mod:`nlhf.train.dpo` (``loss`` is the IPO loss).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nlhf.config import option
+from nlhf.train.offline import PairConfig, run_pairs
+
+
+@dataclass
+class Config(PairConfig):
+    """Offline IPO: regress the log-ratio margin h of each preference pair to 1/(2β)."""
+
+    out: str = option("runs/ipo", "output folder: metrics.jsonl, metrics.json, policy/")
+
+
+def run(config: Config) -> int:
+    return run_pairs(config, "ipo")

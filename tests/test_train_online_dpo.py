@@ -1,0 +1,252 @@
+"""Online DPO / IPO on a tiny model: the pair loss in closed form, one decode loop and one
+gradient forward per chunk, NaN judges, a SIGKILLed run that resumes bit-identically, and
+(slow) learning what the judge prefers (lowercase letters)."""
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from nlhf.losses import dpo_loss, ipo_loss
+from nlhf.train.online_dpo import Config, pair_loss
+
+SETUP = textwrap.dedent(
+    """
+    import torch
+    from nlhf.models import Policy, PolicyConfig
+    from nlhf.models.judges import FunctionJudge
+    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+    from nlhf.train import online_dpo
+    from nlhf.train.online import Trainer
+
+    def make(out, judge=None, **overrides):
+        tok = byte_tokenizer()
+        model = tiny_causal_lm("gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+                               pad_token_id=tok.pad_token_id, seed=0)
+        policy = Policy(model, tok, PolicyConfig(lora_r=overrides.pop("lora_r", 0)))
+        if judge is None:
+            judge = FunctionJudge(lambda prompt, text: sum(ch.islower() for ch in text),
+                                  scale=2.0)
+        settings = dict(out=str(out), steps=6, batch_size=4, max_new_tokens=6, lr=3e-3,
+                        checkpoint_every=2, beta=0.1, progress=False, tensorboard=False, seed=3)
+        settings.update(overrides)
+        config = online_dpo.Config(**settings)
+        trainer = Trainer(config, policy=policy, judge=judge,
+                          prompts=["say a", "hello", "abc", "x", "the cat", "a b"])
+        return trainer, config
+
+    def train(out, judge=None, **overrides):
+        trainer, config = make(out, judge, **overrides)
+        return trainer, trainer.run(online_dpo.OnlineDPO(trainer, config), "online-dpo")
+    """
+)
+namespace: dict = {}
+exec(SETUP, namespace)  # the same helpers for the in-process tests
+
+
+def run_script(body: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", SETUP + textwrap.dedent(body)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+# --------------------------------------------------------------------------- the loss
+
+
+def test_hard_labels_order_pairs_by_the_judge_and_drop_ties():
+    logps = torch.tensor([-1.0, -2.0, -3.0, -4.0, -2.5, -1.5], requires_grad=True)
+    ref = torch.tensor([-1.5, -1.0, -3.0, -3.0, -2.0, -1.5])
+    pref = torch.tensor([0.9, 0.5, 0.2])  # a wins, tie, b wins
+    for kind, fn in (("dpo", dpo_loss), ("ipo", ipo_loss)):
+        got = pair_loss(logps, ref, pref, 0.1, kind)
+        chosen, rejected = logps[[0, 5]], logps[[3, 2]]
+        expected = fn(chosen, rejected, ref[[0, 5]], ref[[3, 2]], 0.1)
+        torch.testing.assert_close(got, expected)
+    # every pair tied: loss 0, gradient 0, no NaN
+    tied = pair_loss(logps, ref, torch.full((3,), 0.5), 0.1, "dpo")
+    tied.backward()
+    assert tied.item() == 0.0 and torch.equal(logps.grad, torch.zeros(6))
+
+
+def test_soft_labels_match_their_closed_forms():
+    logps = torch.tensor([-1.0, -2.0, -3.0, -4.0])
+    ref = torch.tensor([-1.5, -1.0, -3.5, -3.0])
+    beta = 0.5
+    pref = torch.tensor([0.8, 0.3])
+    # chosen: a (p=0.8) in row 0, b (p=0.7) in row 1
+    h = torch.tensor([(-1.0 + 1.5) - (-3.0 + 3.5), (-4.0 + 3.0) - (-2.0 + 1.0)])
+    p = torch.tensor([0.8, 0.7])
+
+    def log_sigmoid(x):
+        return -math.log1p(math.exp(-x))
+
+    expected_dpo = (
+        -sum(
+            pi * log_sigmoid(beta * hi) + (1 - pi) * log_sigmoid(-beta * hi)
+            for pi, hi in zip(p.tolist(), h.tolist(), strict=True)
+        )
+        / 2
+    )
+    got = pair_loss(logps, ref, pref, beta, "dpo", "soft")
+    assert got.item() == pytest.approx(expected_dpo, rel=1e-5)
+    expected_ipo = float(((h - (p - 0.5) / beta) ** 2).mean())
+    assert pair_loss(logps, ref, pref, beta, "ipo", "soft").item() == pytest.approx(expected_ipo)
+    # certain judgements: soft IPO is the hard IPO loss; soft DPO the hard DPO loss
+    sure = torch.tensor([1.0, 0.0])
+    for kind in ("dpo", "ipo"):
+        torch.testing.assert_close(
+            pair_loss(logps, ref, sure, beta, kind, "soft"),
+            pair_loss(logps, ref, sure, beta, kind, "hard"),
+        )
+
+
+def test_pair_loss_and_config_reject_bad_settings():
+    x = torch.zeros(2)
+    with pytest.raises(ValueError, match="loss_type"):
+        pair_loss(x, x, torch.ones(1), 0.1, "kto")
+    with pytest.raises(ValueError, match="label"):
+        pair_loss(x, x, torch.ones(1), 0.1, "dpo", "fuzzy")
+    with pytest.raises(ValueError, match="beta must be > 0"):
+        Config(beta=0.0)
+
+
+# --------------------------------------------------------------------------- the algorithm
+
+
+def test_one_decode_loop_and_one_gradient_forward_per_chunk(tmp_path, monkeypatch):
+    import nlhf.models as models
+    from nlhf.models.policy import Policy
+    from nlhf.train import online_dpo
+
+    trainer, config = namespace["make"](tmp_path, steps=2, batch_size=4, grad_accum=2)
+    calls = {"sample": [], "logprobs": []}
+    real_sample, real_logprobs = models.sample, Policy.logprobs
+
+    def counting_sample(policy, ids, mask, *args, **kwargs):
+        calls["sample"].append((ids.shape[0], [g.initial_seed() for g in kwargs["generator"]]))
+        assert kwargs["reference"] is not None  # reference log-probs recorded in the loop
+        return real_sample(policy, ids, mask, *args, **kwargs)
+
+    def counting_logprobs(self, prompt_ids, *args):
+        calls["logprobs"].append(prompt_ids.shape[0])
+        return real_logprobs(self, prompt_ids, *args)
+
+    monkeypatch.setattr(models, "sample", counting_sample)
+    monkeypatch.setattr(Policy, "logprobs", counting_logprobs)
+    last = trainer.run(online_dpo.OnlineDPO(trainer, config), "online-dpo")
+    # 2 steps × 2 chunks of 2 prompts: each one decode loop over 4 rows, one forward over 4
+    assert [rows for rows, _ in calls["sample"]] == [4] * 4
+    assert calls["logprobs"] == [4] * 4
+    for _, seeds in calls["sample"]:
+        assert len(set(seeds)) == 4  # the two samples of a prompt use distinct generators
+    expected = {
+        "loss",
+        "judge_chosen_prob",
+        "tie_rate",
+        "reward_chosen",
+        "reward_rejected",
+        "reward_margin",
+        "reward_accuracy",
+        "logp_chosen",
+        "logp_rejected",
+        "kl",
+        "length",
+        "length_chosen",
+        "length_rejected",
+        "sample_seconds",
+        "judge_seconds",
+        "forward_seconds",
+        "grad_norm",
+        "lr",
+        "step_seconds",
+    }
+    assert expected <= last.keys()
+    assert all(math.isfinite(v) for v in last.values())
+    assert 0.5 <= last["judge_chosen_prob"] <= 1.0
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [1, 2]
+
+
+def test_a_nan_judgement_stops_the_run_naming_step_and_quantity(tmp_path):
+    from nlhf.train import online_dpo
+
+    def nan_judge(prompts, a, b):
+        return torch.full((len(prompts),), float("nan"))
+
+    trainer, config = namespace["make"](tmp_path, judge=nan_judge, steps=2)
+    with pytest.raises(FloatingPointError, match="step 0: judge preference is not finite"):
+        trainer.run(online_dpo.OnlineDPO(trainer, config), "online-dpo")
+
+
+def weights(folder):
+    from safetensors.torch import load_file
+
+    (path,) = (folder / "policy").glob("*.safetensors")  # the adapter under LoRA
+    return load_file(str(path))
+
+
+@pytest.mark.slow
+def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
+    full = run_script(f"train({str(tmp_path / 'full')!r}, lora_r=4)")
+    assert full.returncode == 0, full.stderr[-2000:]
+    killed = run_script(
+        f"""
+        import os, signal
+        from nlhf.train.checkpoint import Checkpointer
+        original = Checkpointer.save
+        def save_and_die(self, step, state):
+            original(self, step, state)
+            if step == 4:
+                os.kill(os.getpid(), signal.SIGKILL)
+        Checkpointer.save = save_and_die
+        train({str(tmp_path / "resumed")!r}, lora_r=4)
+        """
+    )
+    assert killed.returncode == -9
+    assert not (tmp_path / "resumed" / "policy").exists()
+    resumed = run_script(f"train({str(tmp_path / 'resumed')!r}, lora_r=4)")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming from step 4" in resumed.stdout
+    a, b = weights(tmp_path / "full"), weights(tmp_path / "resumed")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
+
+    def curve(folder):
+        rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        return [(r["step"], r["loss"], r["reward_margin"], r["kl"]) for r in rows]
+
+    assert curve(tmp_path / "full") == curve(tmp_path / "resumed")
+    assert [s for s, *_ in curve(tmp_path / "full")] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("loss_type", "beta"), [("dpo", 0.1), ("ipo", 0.05)])
+def test_online_pair_training_learns_what_the_judge_prefers(tmp_path, loss_type, beta):
+    result = run_script(
+        f"""
+        from nlhf.models import sample
+        from nlhf.train.online import decode, tokenize
+        trainer, last = train({str(tmp_path)!r}, steps=40, batch_size=8, lr=1e-2,
+                              checkpoint_every=1000, loss_type={loss_type!r}, beta={beta})
+        policy, judge = trainer.policy, trainer.judge
+        prompts = trainer.prompts * 20
+        ids, mask = tokenize(policy.tokenizer, prompts, policy.device)
+        g = torch.Generator().manual_seed(123)
+        mine = sample(policy, ids, mask, 6, generator=g)
+        ref = sample(policy, ids, mask, 6, reference=policy.reference, beta=1.0, generator=g)
+        tok = policy.tokenizer
+        p = judge(prompts, decode(tok, mine.tokens, mine.mask), decode(tok, ref.tokens, ref.mask))
+        print("WIN", float(p.mean()))
+        """
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    win = float(result.stdout.split("WIN")[-1])
+    assert win > 0.8
