@@ -77,6 +77,11 @@ COMMANDS: dict[str, Command | Group] = {
         "Embedded defaults (SmolLM2 policy, MiniLM encoder, VADER, movie reviews): what is "
         "installed and cached, sizes, pip commands; --convert builds the policy cache now.",
     ),
+    "eval": Command(
+        "nlhf.eval.cli",
+        "Tournament among policies: k × k win rates P(row ≻ column) with 95% intervals, "
+        "KL to the reference, judge scores, where two judges disagree; markdown + heat map.",
+    ),
     "label": Group(
         "Human feedback: a pairwise labeling web app and its preference-dataset export.",
         {

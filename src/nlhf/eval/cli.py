@@ -1,0 +1,125 @@
+"""``nlhf eval``: the tournament among policies — win-rate matrix, KL, scores, heat map.
+
+    nlhf eval --policies reference,nash=runs/nash-md/policy,ppo=runs/ppo/policy
+    nlhf eval --policies reference,runs/nash-md/policy --judges vader,runs/pm/model \\
+        num_prompts=128 samples_per_prompt=4 --out runs/tournament
+
+Writes ``tournament.json``, ``tournament.md`` and ``heatmap.png`` into ``--out`` and prints
+the win-rate table of the first judge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from nlhf.config import option
+from nlhf.eval.rollouts import Sampling
+
+
+@dataclass
+class Config(Sampling):
+    """Tournament among policies: every pair compared by every judge on the same prompts,
+    P(row ≻ column) with 95% intervals over prompts, KL to the reference, scores, lengths."""
+
+    policies: list[str] = option(
+        [],
+        "policies (at least 2): reference (the base policy μ), a folder from Policy.save "
+        "(full model or LoRA adapter), smollm2 or a hub name; NAME=spec sets a display name",
+    )
+    reference: str = option(
+        "",
+        "the reference μ (for 'reference' and the KL): smollm2, a folder or a hub name; "
+        "empty: the base model named by the first LoRA adapter among the policies",
+    )
+    judges: list[str] = option(
+        ["vader"], "judges: vader, or folders from nlhf train reward-model|preference-model"
+    )
+    prompts: str = option(
+        "imdb", "prompts: imdb (openings of movie reviews), hh (HH-RLHF dialogues) or a file"
+    )
+    num_prompts: int = option(64, "prompts used: the first this many of the prompt set")
+    prompt_words: int = option(8, "imdb prompts: the first this many words of a review")
+    chat_template: bool = option(
+        False, "render prompts with the reference's chat template (else plain continuation)"
+    )
+    pairing: Literal["all", "aligned"] = option(
+        "all",
+        "comparisons per prompt and pair: all sample pairs (S²) or sample j vs sample j (S); "
+        "free for score judges, S× the calls for a preference model",
+    )
+    level: float = option(0.95, "confidence level of the intervals")
+    interval: Literal["t", "bootstrap"] = option(
+        "t", "interval over per-prompt means: Student t or a percentile bootstrap"
+    )
+    judge_batch_size: int = option(64, "completions or comparisons per judge call")
+    show_samples: int = option(3, "prompts whose first completion each policy shows in the report")
+    out: str = option(
+        "runs/tournament", "output folder: tournament.json, tournament.md, heatmap.png"
+    )
+    progress: bool = option(True, "show progress bars")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.policies) < 2:
+            raise ValueError(f"policies: give at least 2, got {self.policies}")
+        if not self.judges:
+            raise ValueError("judges: give at least one")
+        if self.num_prompts < 1:
+            raise ValueError(f"num_prompts must be ≥ 1, got {self.num_prompts}")
+        if not 0.0 < self.level < 1.0:
+            raise ValueError(f"level must lie in (0, 1), got {self.level}")
+
+
+def sampling_of(config: Config) -> Sampling:
+    from dataclasses import fields
+
+    return Sampling(**{f.name: getattr(config, f.name) for f in fields(Sampling)})
+
+
+def prompt_texts(config: Config) -> list[str]:
+    """The first ``num_prompts`` prompts of the set, rendered as the trainers render them."""
+    from nlhf.eval.entrants import load_tokenizer, parse_entrants
+    from nlhf.train.online import load_prompt_texts
+
+    tokenizer = None
+    if config.chat_template:
+        entrants, ref_path = parse_entrants(list(config.policies), config.reference)
+        tokenizer = load_tokenizer(ref_path or entrants[0].path)
+    texts = load_prompt_texts(config, tokenizer)
+    if len(texts) < config.num_prompts:
+        raise ValueError(
+            f"prompts {config.prompts!r} has {len(texts)} prompts; num_prompts asks "
+            f"{config.num_prompts}"
+        )
+    return texts[: config.num_prompts]
+
+
+def run(config: Config) -> int:
+    from nlhf.eval.report import matrix_table
+    from nlhf.eval.tournament import run_tournament
+
+    result = run_tournament(
+        config.policies,
+        prompt_texts(config),
+        list(config.judges),
+        reference=config.reference,
+        sampling=sampling_of(config),
+        pairing=config.pairing,
+        level=config.level,
+        interval=config.interval,
+        show_samples=config.show_samples,
+        judge_batch_size=config.judge_batch_size,
+        progress=config.progress,
+        out=config.out,
+    )
+    judge, rates = next(iter(result.win_rates.items()))
+    print(
+        f"P(row ≻ column), judge {judge}, {len(result.prompts)} prompts × "
+        f"{config.samples_per_prompt} samples:"
+    )
+    print(matrix_table(result.names, rates.mean, rates.low, rates.high, "P(row ≻ col)"))
+    for (a, b), d in result.disagreements.items():
+        print(f"{a} and {b} pick different winners in {d.overall.mean:.3f} of comparisons")
+    print(f"report: {config.out}/tournament.md (and tournament.json, heatmap.png)")
+    return 0

@@ -1,0 +1,248 @@
+"""Sample each tournament policy once: several completions per prompt, seeded per row.
+
+    from nlhf.eval.rollouts import Sampling, sample_entrants
+    completions = sample_entrants(entrants, reference_path, prompt_texts, Sampling())
+
+Completion ``j`` of prompt ``i`` from a policy is drawn with its own generator, seeded by
+(seed, j, i) and salted by the policy's spec (:func:`nlhf.train.online.row_generators`), so it
+depends neither on the batch it was drawn in nor on the other policies; different policies
+get independent draws (a pair's comparisons are then unbiased estimates of P(π ≻ π′)).
+
+Memory: the reference model is loaded once; LoRA adapters trained on it are attached to it
+as named peft adapters (one base model in memory however many adapters share it) and the
+reference is the adapter-disabled view.  Adapters on another base load that base once per
+group; full models load one at a time and are freed after sampling.
+
+KL to the reference: Σ_t log π(y_t) − log μ(y_t) of each completion, from the log-probs
+the sampler records (a single-sample estimate of KL(π‖μ) at temperature 1); 0 for the
+reference itself; None when no reference is known or its vocabulary differs.
+"""
+
+from __future__ import annotations
+
+import gc
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from nlhf.config import option
+from nlhf.eval.entrants import (
+    Entrant,
+    load_model,
+    load_tokenizer,
+    same_model,
+    same_vocabulary,
+)
+
+
+@dataclass
+class Sampling:
+    """How completions are drawn."""
+
+    samples_per_prompt: int = option(4, "completions sampled per prompt and policy")
+    max_new_tokens: int = option(24, "tokens sampled per completion")
+    temperature: float = option(1.0, "sampling temperature (1: sample the policy itself)")
+    top_p: float | None = option(None, "nucleus sampling threshold (none: off)")
+    batch_size: int = option(32, "completions decoded together")
+    seed: int = option(0, "seed of the per-row sampling generators")
+    dtype: Literal["float32", "bfloat16", "float16"] = option(
+        "float32", "dtype of the policy weights (log-probs are computed in float32)"
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("samples_per_prompt", "max_new_tokens", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+
+@dataclass
+class Completions:
+    """A policy's completions: ``texts[i][j]`` is sample j of prompt i."""
+
+    name: str
+    texts: list[list[str]]
+    lengths: np.ndarray
+    """(prompts, samples) completion tokens, EOS included."""
+    kl: np.ndarray | None
+    """(prompts, samples) Σ log π − log μ per completion; None when not measurable."""
+
+
+def spec_salt(spec: str) -> int:
+    return zlib.crc32(spec.encode("utf-8")) % 1_000_003
+
+
+def sample_policy(
+    model: Any,
+    tokenizer: Any,
+    prompts: list[str],
+    settings: Sampling,
+    salt: int,
+    reference: Any = None,
+    measure_kl: bool = True,
+    advance: Callable[[int], None] | None = None,
+    name: str = "",
+) -> Completions:
+    """Sample ``samples_per_prompt`` completions of every prompt from one loaded model.
+
+    ``reference`` (a causal LM or an adapter-disabled view) records log μ for the KL;
+    without one, ``measure_kl`` True means the model *is* the reference (KL 0).
+    """
+    from nlhf.models import sample
+    from nlhf.models.policy import eos_token_ids, pad_token_id
+    from nlhf.train.online import decode, row_generators, tokenize
+
+    S = settings.samples_per_prompt
+    n = len(prompts)
+    rows = [(i, j) for i in range(n) for j in range(S)]
+    texts = [[""] * S for _ in range(n)]
+    lengths = np.zeros((n, S), dtype=np.int64)
+    kl = np.zeros((n, S)) if measure_kl else None
+    device = next(iter(_parameters(model))).device
+    eos = eos_token_ids(_hf(model), tokenizer)
+    pad = pad_token_id(_hf(model), tokenizer)
+    for start in range(0, len(rows), settings.batch_size):
+        chunk = rows[start : start + settings.batch_size]
+        ids, mask = tokenize(tokenizer, [prompts[i] for i, _ in chunk], device)
+        generators = [row_generators(settings.seed, j, [i], salt=salt)[0] for i, j in chunk]
+        out = sample(
+            model,
+            ids,
+            mask,
+            settings.max_new_tokens,
+            reference=reference,
+            temperature=settings.temperature,
+            generator=generators,
+            top_p=settings.top_p,
+            eos_token_id=eos,
+            pad_token_id=pad,
+        )
+        decoded = decode(tokenizer, out.tokens, out.mask)
+        row_kl = None
+        if reference is not None and kl is not None:
+            row_kl = (out.policy_logprobs - out.ref_logprobs).sum(-1).double().cpu().numpy()
+        for r, (i, j) in enumerate(chunk):
+            texts[i][j] = decoded[r]
+            lengths[i, j] = int(out.lengths[r])
+            if row_kl is not None:
+                kl[i, j] = row_kl[r]
+        if advance is not None:
+            advance(len(chunk))
+    return Completions(name, texts, lengths, kl)
+
+
+def _hf(model: Any) -> Any:
+    from nlhf.models.lm import hf_model
+
+    return hf_model(model)
+
+
+def _parameters(model: Any):
+    from nlhf.models.lm import AdapterDisabled
+
+    return (model.peft_model if isinstance(model, AdapterDisabled) else model).parameters()
+
+
+def _attach(base: Any, entrants: list[Entrant]) -> Any:
+    """Load every adapter of ``entrants`` onto ``base`` as named adapters of one PeftModel."""
+    import warnings
+
+    from peft import PeftModel
+
+    with warnings.catch_warnings():  # peft calls a transformers method deprecated in v5
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+        peft = PeftModel.from_pretrained(base, entrants[0].path, adapter_name=entrants[0].name)
+        for entrant in entrants[1:]:
+            peft.load_adapter(entrant.path, adapter_name=entrant.name)
+    return peft.eval()
+
+
+def _free(*objects: Any) -> None:
+    del objects
+    gc.collect()
+
+
+def sample_entrants(
+    entrants: list[Entrant],
+    reference_path: str | None,
+    prompts: list[str],
+    settings: Sampling,
+    progress: bool = True,
+) -> list[Completions]:
+    """Sample every entrant (see the module doc for what is loaded when); entrant order."""
+    from tqdm.auto import tqdm
+
+    from nlhf.models import AdapterDisabled
+
+    bar = tqdm(
+        total=len(entrants) * len(prompts) * settings.samples_per_prompt,
+        desc="sampling",
+        unit="completion",
+        disable=not progress,
+    )
+    results: dict[str, Completions] = {}
+    ref_model = ref_view = ref_tok = None
+    if reference_path is not None:
+        ref_model = load_model(reference_path, settings.dtype)
+        ref_view = ref_model
+        ref_tok = load_tokenizer(reference_path)
+
+    def run(entrant: Entrant, model: Any, tokenizer: Any, reference: Any, kl: bool) -> None:
+        bar.set_postfix_str(entrant.name)
+        results[entrant.name] = sample_policy(
+            model,
+            tokenizer,
+            prompts,
+            settings,
+            spec_salt(entrant.spec),
+            reference,
+            kl,
+            bar.update,
+            entrant.name,
+        )
+
+    def kl_reference(tokenizer: Any) -> Any:
+        if ref_view is None or not same_vocabulary(tokenizer, ref_tok):
+            return None
+        return ref_view
+
+    on_ref = [e for e in entrants if e.kind == "adapter" and same_model(e.base, reference_path)]
+    if on_ref:
+        peft = _attach(ref_model, on_ref)
+        ref_view = AdapterDisabled(peft)
+        for entrant in on_ref:
+            peft.set_adapter(entrant.name)
+            tokenizer = load_tokenizer(entrant.path, reference_path)
+            run(entrant, peft, tokenizer, kl_reference(tokenizer), True)
+    for entrant in entrants:
+        if entrant.kind == "reference":
+            run(entrant, ref_view, ref_tok, None, True)
+
+    others = [e for e in entrants if e.kind == "adapter" and e not in on_ref]
+    for base in dict.fromkeys(e.base for e in others):
+        group = [e for e in others if e.base == base]
+        peft = _attach(load_model(base, settings.dtype), group)
+        for entrant in group:
+            peft.set_adapter(entrant.name)
+            tokenizer = load_tokenizer(entrant.path, base)
+            reference = kl_reference(tokenizer)
+            run(entrant, peft, tokenizer, reference, reference is not None)
+        _free(peft)
+
+    for entrant in entrants:
+        if entrant.kind == "model":
+            model = load_model(entrant.path, settings.dtype)
+            tokenizer = load_tokenizer(entrant.path)
+            reference = kl_reference(tokenizer)
+            if same_model(entrant.path, reference_path):
+                reference = None  # the reference itself under another name: KL 0
+                run(entrant, model, tokenizer, None, True)
+            else:
+                run(entrant, model, tokenizer, reference, reference is not None)
+            _free(model)
+    bar.close()
+    return [results[e.name] for e in entrants]

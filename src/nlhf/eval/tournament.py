@@ -1,0 +1,240 @@
+"""The tournament: sample each policy once, let each judge compare every pair, summarize.
+
+    from nlhf.eval import run_tournament
+    from nlhf.models.judges import FunctionJudge
+    result = run_tournament(
+        ["reference", "ppo=runs/ppo/policy", "nash=runs/nash-md/policy"],
+        prompts,                                       # list of prompt texts
+        judges=["vader", FunctionJudge(lambda p, y: -len(y))],   # specs or judge objects
+        out="runs/tournament",                          # tournament.json, .md, heatmap.png
+    )
+    result.win_rates["vader"].mean        # (k, k) P(row ≻ column)
+
+Per judge: the k × k matrix of P(row ≻ column), each entry the mean over prompts of the
+per-prompt average preference over that prompt's comparisons, with a confidence interval
+over prompts (:mod:`nlhf.eval.stats`); per policy: its mean win rate against the others, the
+mean score under every score judge, the KL to the reference, the completion length and a few
+completions.  With two or more judges, every pair of judges gets a disagreement report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nlhf.eval.entrants import Entrant, default_name, parse_entrants
+from nlhf.eval.judging import Pairing, Verdict, count_comparisons, judge_tournament
+from nlhf.eval.rollouts import Completions, Sampling, sample_entrants
+from nlhf.eval.stats import (
+    Disagreement,
+    Estimate,
+    Method,
+    WinRates,
+    disagreement,
+    mean_interval,
+    win_rate_matrix,
+)
+
+
+@dataclass
+class PolicyStats:
+    """What is measured on one policy's own completions."""
+
+    name: str
+    spec: str
+    kind: str
+    kl: Estimate | None
+    length: Estimate
+    """completion tokens (EOS included)."""
+    characters: float
+    scores: dict[str, Estimate]
+    """per score judge: the mean score of the completions."""
+    samples: list[dict[str, str]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "spec": self.spec,
+            "kind": self.kind,
+            "kl": None if self.kl is None else self.kl.as_dict(),
+            "length": self.length.as_dict(),
+            "characters": self.characters,
+            "scores": {k: v.as_dict() for k, v in self.scores.items()},
+            "samples": self.samples,
+        }
+
+
+@dataclass
+class Tournament:
+    """Everything a tournament measured; :meth:`as_dict` is ``tournament.json``."""
+
+    names: list[str]
+    entrants: list[Entrant]
+    prompts: list[str]
+    completions: list[Completions]
+    verdicts: list[Verdict]
+    win_rates: dict[str, WinRates]
+    disagreements: dict[tuple[str, str], Disagreement]
+    policies: list[PolicyStats]
+    settings: dict[str, Any] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "policies": [p.as_dict() for p in self.policies],
+            "judges": {
+                name: {
+                    "kind": "score" if v.scores is not None else "pairwise",
+                    **self.win_rates[name].as_dict(),
+                }
+                for name, v in zip(self.win_rates, self.verdicts, strict=True)
+            },
+            "disagreements": [
+                {"judges": list(pair), **d.as_dict()} for pair, d in self.disagreements.items()
+            ],
+            "n_prompts": len(self.prompts),
+            "settings": self.settings,
+            "seconds": self.seconds,
+        }
+
+
+def judge_names(judges: Sequence[Any] | Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(name, judge or spec) pairs; specs are named after themselves, objects after their
+    ``name`` attribute or class; repeated names get a numeric suffix."""
+    items = (
+        list(judges.items())
+        if isinstance(judges, Mapping)
+        else [
+            (j if isinstance(j, str) else getattr(j, "name", type(j).__name__), j) for j in judges
+        ]
+    )
+    if not items:
+        raise ValueError("give at least one judge")
+    named, seen = [], {}
+    for name, judge in items:
+        name = default_name(name) if isinstance(judge, str) else str(name)
+        seen[name] = seen.get(name, 0) + 1
+        named.append((name if seen[name] == 1 else f"{name}#{seen[name]}", judge))
+    return named
+
+
+def policy_stats(
+    entrant: Entrant,
+    completions: Completions,
+    prompts: list[str],
+    verdicts: list[Verdict],
+    index: int,
+    level: float,
+    method: Method,
+    show_samples: int,
+) -> PolicyStats:
+    kl = None if completions.kl is None else mean_interval(completions.kl, level, method)
+    return PolicyStats(
+        name=entrant.name,
+        spec=entrant.spec,
+        kind=entrant.kind,
+        kl=kl,
+        length=mean_interval(completions.lengths, level, method),
+        characters=float(np.mean([len(t) for row in completions.texts for t in row])),
+        scores={
+            v.name: mean_interval(v.scores[index], level, method)
+            for v in verdicts
+            if v.scores is not None
+        },
+        samples=[
+            {"prompt": prompts[i], "completion": completions.texts[i][0]}
+            for i in range(min(show_samples, len(prompts)))
+        ],
+    )
+
+
+def run_tournament(
+    policies: Sequence[str],
+    prompts: Sequence[str],
+    judges: Sequence[Any] | Mapping[str, Any] = ("vader",),
+    *,
+    reference: str = "",
+    sampling: Sampling | None = None,
+    pairing: Pairing = "all",
+    level: float = 0.95,
+    interval: Method = "t",
+    show_samples: int = 3,
+    judge_batch_size: int = 64,
+    progress: bool = True,
+    out: str | Path | None = None,
+) -> Tournament:
+    """Sample, judge and summarize; with ``out``, write the report files there.
+
+    ``policies``: specs as in :mod:`nlhf.eval.entrants`; ``judges``: specs for
+    :func:`nlhf.models.judges.load_judge` (``vader``, a judge folder), judge objects, or a
+    mapping name → judge; ``reference``: the reference policy (empty: the base model of the
+    first LoRA adapter).
+    """
+    from tqdm.auto import tqdm
+
+    from nlhf.models.judges import load_judge
+
+    sampling = sampling or Sampling()
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("no prompts given")
+    named = judge_names(judges)
+    entrants, ref_path = parse_entrants(list(policies), reference)
+    loaded = [(n, load_judge(j) if isinstance(j, str) else j) for n, j in named]
+
+    t0 = time.perf_counter()
+    completions = sample_entrants(entrants, ref_path, prompts, sampling, progress)
+    t1 = time.perf_counter()
+    k, S = len(entrants), sampling.samples_per_prompt
+    total = sum(count_comparisons(j, k, len(prompts), S, pairing) for _, j in loaded)
+    bar = tqdm(total=total, desc="judging", unit="item", disable=not progress)
+    verdicts = []
+    for name, judge in loaded:
+        bar.set_postfix_str(name)
+        verdicts.append(
+            judge_tournament(
+                judge, name, prompts, completions, pairing, judge_batch_size, bar.update
+            )
+        )
+    bar.close()
+    t2 = time.perf_counter()
+
+    rates = {v.name: win_rate_matrix(v.prefs, k, level, interval) for v in verdicts}
+    disagreements = {
+        (a.name, b.name): disagreement(a.prefs, b.prefs, k, level, interval)
+        for i, a in enumerate(verdicts)
+        for b in verdicts[i + 1 :]
+    }
+    stats = [
+        policy_stats(e, c, prompts, verdicts, i, level, interval, show_samples)
+        for i, (e, c) in enumerate(zip(entrants, completions, strict=True))
+    ]
+    result = Tournament(
+        names=[e.name for e in entrants],
+        entrants=entrants,
+        prompts=prompts,
+        completions=completions,
+        verdicts=verdicts,
+        win_rates=rates,
+        disagreements=disagreements,
+        policies=stats,
+        settings={
+            "reference": ref_path,
+            "pairing": pairing,
+            "level": level,
+            "interval": interval,
+            "comparisons_per_prompt_and_pair": S * S if pairing == "all" else S,
+            **asdict(sampling),
+        },
+        seconds={"sampling": t1 - t0, "judging": t2 - t1},
+    )
+    if out is not None:
+        from nlhf.eval.report import write_report
+
+        write_report(result, out)
+    return result
