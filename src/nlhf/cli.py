@@ -116,7 +116,8 @@ def _build(
 ) -> None:
     sub = parser.add_subparsers(dest=f"command_{depth}", metavar="COMMAND", required=True)
     for name, cmd in commands.items():
-        child = sub.add_parser(name, help=cmd.help, description=cmd.help)
+        text = cmd.help.replace("%", "%%")  # argparse formats help strings with %
+        child = sub.add_parser(name, help=text, description=text)
         selected = len(path) > depth and path[depth] == name
         if isinstance(cmd, Group):
             _build(child, cmd.commands, path if selected else [], depth + 1)
