@@ -52,6 +52,14 @@ COMMANDS: dict[str, Command | Group] = {
                 "nlhf.train.nash_md",
                 "Nash-MD-PG: policy gradient against the geometric mixture π^(1−β)μ^β (NLHF).",
             ),
+            "nash-ema": Command(
+                "nlhf.train.nash_ema",
+                "Nash-EMA: policy gradient against the moving average of the policy's weights.",
+            ),
+            "nash-mp": Command(
+                "nlhf.train.nash_mp",
+                "Nash Mirror Prox: a look-ahead step, then the update against it (Tiapkin+ 2025).",
+            ),
             "online-dpo": Command(
                 "nlhf.train.online_dpo",
                 "Online DPO / IPO (loss_type=ipo): two samples per prompt, the judge picks.",

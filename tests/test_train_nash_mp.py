@@ -1,0 +1,276 @@
+"""Nash-MP on a tiny model: both proximal steps start from the previous iterate, the update
+plays against the look-ahead policy, a failed iteration leaves no trace, a SIGKILLed run
+resumes bit-identically, and it learns what the judge prefers (lowercase letters)."""
+
+import copy
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from nlhf.losses import nash_md_pg_loss
+from nlhf.models import Policy, PolicyConfig
+from nlhf.models.judges import FunctionJudge
+from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+from nlhf.train import nash_mp
+from nlhf.train.nash_ema import trainable_weights
+from nlhf.train.online import NonFiniteError, Trainer
+
+PROMPTS = ["say a", "hello", "abc", "x", "the cat", "a b"]
+
+
+def lowercase(prompt, text):
+    return sum(ch.islower() for ch in text)
+
+
+def make(tmp_path, lora_r=0, judge=None, **overrides):
+    tok = byte_tokenizer()
+    model = tiny_causal_lm(
+        "gpt2",
+        vocab_size=len(tok),
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        seed=0,
+    )
+    policy = Policy(model, tok, PolicyConfig(lora_r=lora_r))
+    judge = judge or FunctionJudge(lowercase, scale=2.0)
+    settings = dict(
+        out=str(tmp_path),
+        steps=2,
+        batch_size=2,
+        max_new_tokens=4,
+        lr=1e-2,
+        tau=0.05,
+        eta=0.5,
+        prox_steps=2,
+        progress=False,
+        tensorboard=False,
+        seed=1,
+    )
+    settings.update(overrides)
+    config = nash_mp.Config(**settings)
+    trainer = Trainer(config, policy=policy, judge=judge, prompts=PROMPTS)
+    return trainer, nash_mp.NashMP(trainer, config)
+
+
+def test_prox_target_folds_both_kl_terms_into_one():
+    g = torch.Generator().manual_seed(0)
+    lp = torch.randn(3, 5, generator=g, requires_grad=True)
+    ref, anchor = torch.randn(3, 5, generator=g), torch.randn(3, 5, generator=g)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]]).bool()
+    pref = torch.tensor([0.9, 0.2, 0.5])
+    tau, lam = 0.05, 2.0
+    target, total = nash_mp.prox_target(ref, anchor, tau, lam)
+    folded = nash_md_pg_loss(lp, target, mask, pref, total)
+    # advantage once, then each KL term with its own coefficient (advantage 0 for the second)
+    separate = nash_md_pg_loss(lp, ref, mask, pref, tau) + nash_md_pg_loss(
+        lp, anchor, mask, torch.full((3,), 0.5), lam
+    )
+    (g1,) = torch.autograd.grad(folded, lp)
+    (g2,) = torch.autograd.grad(separate, lp)
+    assert total == pytest.approx(2.05)
+    torch.testing.assert_close(g1, g2)
+
+
+def test_both_proximal_steps_start_from_the_previous_iterate(tmp_path, monkeypatch):
+    trainer, algorithm = make(tmp_path, lora_r=4)
+    model = trainer.policy.model
+    theta_k = trainable_weights(model)
+    calls = []
+    original = nash_mp.NashMP._optimizer_step
+
+    def spy(self, chunks, step, salt, anchor, opponent, at_anchor):
+        calls.append(
+            dict(
+                start=trainable_weights(model),
+                anchor=anchor,
+                opponent=None if opponent is None else {k: v.clone() for k, v in opponent.items()},
+                at_anchor=at_anchor,
+                salt=salt,
+                optimizer_steps=[s.get("step") for s in trainer.optimizer.state.values()],
+            )
+        )
+        out = original(self, chunks, step, salt, anchor, opponent, at_anchor)
+        calls[-1]["end"] = trainable_weights(model)
+        return out
+
+    monkeypatch.setattr(nash_mp.NashMP, "_optimizer_step", spy)
+    metrics = algorithm.update(trainer.batches(0), 0)
+    assert [c["at_anchor"] for c in calls] == [True, False, True, False]
+    assert len({c["salt"] for c in calls}) == 4
+    lookahead_end = calls[1]["end"]
+    for name, value in theta_k.items():
+        assert torch.equal(calls[0]["start"][name], value)  # look-ahead from θ_k
+        assert torch.equal(calls[2]["start"][name], value)  # update from θ_k again
+        assert all(torch.equal(c["anchor"][name], value) for c in calls)
+        assert torch.equal(calls[2]["opponent"][name], lookahead_end[name])  # vs π_{k+½}
+    assert calls[0]["opponent"] is None and calls[1]["opponent"] is None  # vs π_k
+    assert any(not torch.equal(lookahead_end[n], theta_k[n]) for n in theta_k)
+    # the optimizer state is reset too: the update phase starts with a fresh Adam
+    assert calls[2]["optimizer_steps"] == calls[0]["optimizer_steps"] == []
+    final = trainable_weights(model)
+    for name in final:
+        assert torch.equal(final[name], calls[3]["end"][name])
+    assert metrics["step_distance"] > 0 and metrics["lookahead_distance"] > 0
+    assert 0.0 <= metrics["win_rate"] <= 1.0 and 0.0 <= metrics["lookahead_win_rate"] <= 1.0
+
+
+def test_anchor_logprobs_come_from_the_previous_iterate(tmp_path):
+    trainer, algorithm = make(tmp_path)
+    model, policy = trainer.policy.model, trainer.policy
+    theta_k = trainable_weights(model)
+    twin = copy.deepcopy(model)  # π_k, kept apart
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(2)))
+    moved = {k: v.clone() for k, v in model.state_dict().items()}
+    batch = trainer.batches(0)[0]
+    y, opponent, anchor_lp = algorithm._rollout(batch, 0, 4, theta_k, None, at_anchor=False)
+    for key, value in model.state_dict().items():  # sampling π_k left the policy alone
+        assert torch.equal(value, moved[key]), key
+    from nlhf.models.logprobs import completion_logprobs
+
+    expected = completion_logprobs(twin, batch.ids, batch.mask, y.tokens, y.mask)
+    torch.testing.assert_close(anchor_lp, expected)
+    assert not torch.allclose(anchor_lp, y.policy_logprobs)
+    own = policy.logprobs(batch.ids, batch.mask, opponent.tokens, opponent.mask)
+    assert torch.isfinite(own).all()
+
+
+def test_a_failed_iteration_is_rolled_back(tmp_path):
+    state = {"fail": False, "n": 0}
+
+    def score(prompt, text):
+        state["n"] += 1
+        return float("nan") if state["fail"] and state["n"] > 8 else lowercase(prompt, text)
+
+    trainer, algorithm = make(tmp_path, judge=FunctionJudge(score, scale=2.0))
+    algorithm.update(trainer.batches(0), 0)  # one clean iteration: Adam has state now
+    before = trainable_weights(trainer.policy.model)
+    opt_before = copy.deepcopy(trainer.optimizer.state_dict())
+    state.update(fail=True, n=0)  # the update phase (3rd optimizer step) judges NaN
+    with pytest.raises(NonFiniteError, match="step 1"):
+        algorithm.update(trainer.batches(1), 1)
+    after = trainable_weights(trainer.policy.model)
+    for name in before:
+        assert torch.equal(before[name], after[name])
+    opt_after = trainer.optimizer.state_dict()
+    for key, saved in opt_before["state"].items():
+        for field, value in saved.items():
+            assert torch.equal(
+                torch.as_tensor(value), torch.as_tensor(opt_after["state"][key][field])
+            )
+
+
+@pytest.mark.parametrize("field, value", [("eta", 0.0), ("prox_steps", 0), ("tau", -0.1)])
+def test_config_rejects_bad_values(field, value):
+    with pytest.raises(ValueError, match=field):
+        nash_mp.Config(**{field: value})
+
+
+# --------------------------------------------------------------------------- end to end
+
+SETUP = textwrap.dedent(
+    """
+    import torch
+    from nlhf.models import Policy, PolicyConfig
+    from nlhf.models.judges import FunctionJudge
+    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+    from nlhf.train import nash_mp
+    from nlhf.train.online import Trainer
+
+    def train(out, **overrides):
+        tok = byte_tokenizer()
+        model = tiny_causal_lm("gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+                               pad_token_id=tok.pad_token_id, seed=0)
+        policy = Policy(model, tok, PolicyConfig(lora_r=overrides.pop("lora_r", 0)))
+        judge = FunctionJudge(lambda prompt, text: sum(ch.islower() for ch in text), scale=2.0)
+        settings = dict(out=str(out), steps=6, batch_size=4, max_new_tokens=6, lr=3e-3,
+                        checkpoint_every=2, tau=0.05, eta=0.5, prox_steps=2, progress=False,
+                        tensorboard=False, seed=3)
+        settings.update(overrides)
+        config = nash_mp.Config(**settings)
+        trainer = Trainer(config, policy=policy, judge=judge,
+                          prompts=["say a", "hello", "abc", "x", "the cat", "a b"])
+        return trainer, trainer.run(nash_mp.NashMP(trainer, config), "nash-mp")
+    """
+)
+
+
+def run_script(body: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", SETUP + textwrap.dedent(body)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def weights(folder):
+    from safetensors.torch import load_file
+
+    (path,) = (folder / "policy").glob("*.safetensors")
+    return load_file(str(path))
+
+
+@pytest.mark.slow
+def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
+    full = run_script(f"train({str(tmp_path / 'full')!r}, lora_r=4, grad_accum=2)")
+    assert full.returncode == 0, full.stderr[-2000:]
+    killed = run_script(
+        f"""
+        import os, signal
+        from nlhf.train.checkpoint import Checkpointer
+        original = Checkpointer.save
+        def save_and_die(self, step, state):
+            original(self, step, state)
+            if step == 4:
+                os.kill(os.getpid(), signal.SIGKILL)
+        Checkpointer.save = save_and_die
+        train({str(tmp_path / "resumed")!r}, lora_r=4, grad_accum=2)
+        """
+    )
+    assert killed.returncode == -9
+    assert not (tmp_path / "resumed" / "policy").exists()
+    resumed = run_script(f"train({str(tmp_path / 'resumed')!r}, lora_r=4, grad_accum=2)")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming from step 4" in resumed.stdout
+    a, b = weights(tmp_path / "full"), weights(tmp_path / "resumed")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
+
+    def curve(folder):
+        rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        keys = ("loss", "win_rate", "lookahead_win_rate", "kl", "prox_kl", "step_distance")
+        return [(r["step"], *(r[k] for k in keys)) for r in rows]
+
+    assert curve(tmp_path / "full") == curve(tmp_path / "resumed")
+    assert [s for s, *_ in curve(tmp_path / "full")] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.slow
+def test_nash_mp_learns_what_the_judge_prefers(tmp_path):
+    result = run_script(
+        f"""
+        from nlhf.models import sample
+        trainer, last = train({str(tmp_path)!r}, steps=30, batch_size=8, lr=1e-2,
+                              prox_steps=1, checkpoint_every=1000)
+        policy, judge = trainer.policy, trainer.judge
+        from nlhf.train.online import decode, tokenize
+        prompts = trainer.prompts * 20
+        ids, mask = tokenize(policy.tokenizer, prompts, policy.device)
+        g = torch.Generator().manual_seed(123)
+        mine = sample(policy, ids, mask, 6, generator=g)
+        ref = sample(policy, ids, mask, 6, reference=policy.reference, beta=1.0, generator=g)
+        tok = policy.tokenizer
+        p = judge(prompts, decode(tok, mine.tokens, mine.mask), decode(tok, ref.tokens, ref.mask))
+        print("WIN", float(p.mean()))
+        """
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    win = float(result.stdout.split("WIN")[-1])
+    assert win > 0.8
