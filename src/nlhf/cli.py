@@ -60,6 +60,11 @@ COMMANDS: dict[str, Command | Group] = {
                 "nlhf.train.nash_mp",
                 "Nash Mirror Prox: a look-ahead step, then the update against it (Tiapkin+ 2025).",
             ),
+            "ppo": Command(
+                "nlhf.train.ppo",
+                "RLHF-PPO: clipped PPO + value head against a scalar reward (reward model, "
+                "VADER) with an adaptive KL penalty.",
+            ),
             "online-dpo": Command(
                 "nlhf.train.online_dpo",
                 "Online DPO / IPO (loss_type=ipo): two samples per prompt, the judge picks.",
