@@ -41,6 +41,7 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/tabular_speed.py
 	$(BIN)/python bench/sampling_speed.py
+	$(BIN)/python bench/train_speed.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

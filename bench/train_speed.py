@@ -1,0 +1,356 @@
+"""Speed and peak memory of one training step: our online trainers against TRL 1.12's.
+
+    .venv/bin/python bench/train_speed.py            # writes bench/results/train_speed.json
+    .venv/bin/python bench/train_speed.py --runs nash_md:32,ppo:32
+    .venv/bin/python bench/train_speed.py --one nash_md --tokens 32   # ours only, in-process
+
+The peer is the TRL CPU baseline in /work/shared/bench/trl (``bench.py``, its own venv and
+models made by its ``prepare.py``).  Every run, peer or ours, is a fresh subprocess, so peak
+RSS (``ru_maxrss`` read after training) is per process; peer and ours alternate run by run in
+one invocation of this script, so both see the same machine.
+
+Workload, identical on both sides: the peer's GPT-2 policy (4 layers, 4 heads, 256 dims,
+3.74 M parameters) and reference copy from ``<models>/policy``, its byte-level BPE tokenizer
+(``tok/``), its 256 prompts; 8 prompts per step; completions per prompt as the peer (Nash-MD:
+y ~ π and y′ ~ π_β with β = 0.5, the peer's ``mixture_coef``; online DPO: 2; PPO: 1);
+32 new tokens (and 128 for Nash-MD); temperature 1; fp32; 2 torch threads; every weight
+trained (our ``lora_r=0``: a frozen reference copy, like the peer); AdamW lr 1e-5; 2 warm-up
+and 10 measured steps, the median of the 10 reported.  Judges: for Nash-MD and PPO the peer's
+random GPT2ForSequenceClassification reward model (``<models>/reward``) wrapped as our
+:class:`~nlhf.models.judges.RewardModelJudge` (Nash-MD: P = σ(r(y) − r(y′)), as TRL); for
+online DPO the peer's ``vowel_fraction`` of the completion text as a
+:class:`~nlhf.models.judges.FunctionJudge`.  PPO: 4 epochs, 1 mini-batch (4 optimizer steps per
+rollout), fixed KL coefficient, as TRL's PPOTrainer; our value is a linear head on the
+policy's trunk, TRL's a second GPT-2 (the peer's design, kept as is).
+
+Our step time is the trainer's ``step_seconds`` (prompts → rollout → judge → loss → optimizer
+step); the peer's is the time between TRL's ``on_step_end`` callbacks.  ``cotenant_cpu_fraction``
+is the CPU used by other processes during a run, as a fraction of the machine (above ~0.1 the
+timings are suspect).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import ROOT, record
+
+PEER = Path("/work/shared/bench/trl")
+PEER_ROOT = Path(os.environ.get("TRLBENCH_ROOT", Path.home() / ".cache" / "trlbench"))
+PEER_PYTHON = PEER_ROOT / "venv" / "bin" / "python"
+MODELS = PEER_ROOT / "models"
+GOALS = {"nash_md:32": 0.4, "nash_md:128": 0.2, "online_dpo:32": 0.75, "ppo:32": 0.65}
+RSS_GOAL = 0.9
+BETA = 0.5  # the peer's mixture_coef
+
+
+def vowel_fraction(prompt: str, completion: str) -> float:
+    """The peer's text reward: the fraction of the completion's letters that are vowels."""
+    letters = [ch for ch in completion if ch.isalpha()]
+    return sum(ch in "aeiouAEIOU" for ch in letters) / max(1, len(letters))
+
+
+def cpu_busy() -> float:
+    """Busy CPU seconds of the whole machine (all processes), from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu(children: bool = False) -> float:
+    t = os.times()
+    return t.user + t.system + ((t.children_user + t.children_system) if children else 0.0)
+
+
+# --------------------------------------------------------------------------- ours (one run)
+
+
+def run_ours(args: argparse.Namespace) -> dict:
+    """Train ``args.one`` for warm-up + measured steps in this process; the result record."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    import transformers
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoModelForSequenceClassification,
+        PreTrainedTokenizerFast,
+    )
+
+    from nlhf.models import Policy, PolicyConfig
+    from nlhf.models.judges import FunctionJudge, RewardModelJudge
+    from nlhf.models.reward_model import RewardModel
+    from nlhf.train.online import Trainer
+
+    transformers.logging.set_verbosity_error()
+    name, steps = args.one, args.warmup + args.steps
+    tok = PreTrainedTokenizerFast.from_pretrained(str(PEER / "tok"))
+    tok.padding_side = "left"
+    prompts = json.loads((PEER / "prompts.json").read_text())
+    model = AutoModelForCausalLM.from_pretrained(str(Path(args.models_dir) / "policy"))
+    policy = Policy(model, tok, PolicyConfig(lora_r=0))
+    if name == "online_dpo":
+        judge, judge_name = FunctionJudge(vowel_fraction), "vowel_fraction(text)"
+    else:
+        rm = AutoModelForSequenceClassification.from_pretrained(
+            str(Path(args.models_dir) / "reward")
+        )
+        judge = RewardModelJudge(RewardModel(rm, tok))
+        judge_name = "GPT2ForSequenceClassification(random)"
+    out = tempfile.mkdtemp(prefix=f"nlhf-train-speed-{name}-")
+    common = dict(
+        lora_r=0,
+        steps=steps,
+        batch_size=args.batch_prompts,
+        max_new_tokens=args.tokens,
+        temperature=1.0,
+        optimizer="adamw",
+        lr=args.lr,
+        seed=args.seed,
+        out=out,
+        checkpoint_every=10**9,
+        resume=False,
+        tensorboard=False,
+        progress=False,
+    )
+    if name == "nash_md":
+        from nlhf.train.nash_md import Config, NashMDPG
+
+        config = Config(beta=BETA, **common)
+        trainer = Trainer(config, policy=policy, judge=judge, prompts=prompts)
+        algorithm = NashMDPG(trainer, config)
+    elif name == "online_dpo":
+        from nlhf.train.online_dpo import Config, OnlineDPO
+
+        config = Config(**common)
+        trainer = Trainer(config, policy=policy, judge=judge, prompts=prompts)
+        algorithm = OnlineDPO(trainer, config)
+    elif name == "ppo":
+        from nlhf.train.ppo import PPO, Config
+
+        config = Config(ppo_epochs=args.ppo_epochs, mini_batches=1, adaptive_kl=False, **common)
+        trainer = Trainer(config, policy=policy, judge=judge, prompts=prompts)
+        algorithm = PPO(trainer, config)
+    else:
+        raise SystemExit(f"unknown algorithm {name!r} (nash_md, online_dpo, ppo)")
+
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    busy0, own0, t0 = cpu_busy(), own_cpu(), time.perf_counter()
+    trainer.run(algorithm, name)
+    wall = time.perf_counter() - t0
+    cotenant = ((cpu_busy() - busy0) - (own_cpu() - own0)) / (wall * (os.cpu_count() or 1))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    lines = [json.loads(x) for x in (Path(out) / "metrics.jsonl").read_text().splitlines() if x]
+    measured = lines[args.warmup :]
+    times = [m["step_seconds"] for m in measured]
+    keys = (
+        "sample_seconds",
+        "judge_seconds",
+        "forward_seconds",
+        "rollout_seconds",
+        "update_seconds",
+        "length",
+        "mixture_length",
+    )
+    parts = {k: round(statistics.mean(m[k] for m in measured), 4) for k in keys if k in measured[0]}
+    return {
+        "trainer": name,
+        "max_new_tokens": args.tokens,
+        "reward": judge_name,
+        "steps_measured": len(times),
+        "sec_per_step_median": round(statistics.median(times), 4),
+        "sec_per_step_min": round(min(times), 4),
+        "sec_per_step_max": round(max(times), 4),
+        "step_times": [round(x, 3) for x in times],
+        "mean_parts": parts,
+        "peak_rss_mb": round(peak, 1),
+        "rss_before_train_mb": round(rss_before, 1),
+        "train_wall_s": round(wall, 2),
+        "cotenant_cpu_frac": round(max(0.0, cotenant), 3),
+        "threads": torch.get_num_threads(),
+    }
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+def flags(args: argparse.Namespace, **extra) -> list[str]:
+    """The workload flags both benchmark scripts share, plus ``extra`` (as --key value)."""
+    shared = {
+        "models_dir": args.models_dir,
+        "threads": args.threads,
+        "warmup": args.warmup,
+        "steps": args.steps,
+        "batch_prompts": args.batch_prompts,
+        "lr": args.lr,
+        "ppo_epochs": args.ppo_epochs,
+        **extra,
+    }
+    return [x for k, v in shared.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+
+
+def run_peer(args: argparse.Namespace, name: str, tokens: int) -> dict:
+    """One peer run (its driver, one trainer, one repeat); its JSON line, or an error record."""
+    cmd = [str(PEER_PYTHON), "-W", "ignore", str(PEER / "bench.py"), "--trainers", name]
+    cmd += flags(args, repeats=1, max_new_tokens=tokens, mixture_coef=BETA)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=PEER)
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            return json.loads(line)
+    tail = (p.stderr.strip().splitlines() or ["?"])[-1]
+    return {"trainer": name, "error": tail[-500:], "rc": p.returncode}
+
+
+def run_child(args: argparse.Namespace, name: str, tokens: int) -> dict:
+    """One of our runs in a fresh subprocess; its JSON line, or an error record."""
+    cmd = [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--one", name]
+    cmd += flags(args, tokens=tokens, seed=args.seed)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    for line in p.stdout.splitlines():
+        if line.startswith("BENCH "):
+            return json.loads(line[6:])
+    tail = (p.stderr.strip().splitlines() or ["?"])[-1]
+    return {"trainer": name, "error": tail[-500:], "rc": p.returncode}
+
+
+def compare(key: str, ours: dict, peer: dict) -> dict:
+    """The per-run summary: medians, RSS, their ratios and goals."""
+
+    def ratio(field: str) -> float | None:
+        if "error" in ours or "error" in peer:
+            return None
+        return round(ours[field] / peer[field], 3)
+
+    step_ratio, rss_ratio = ratio("sec_per_step_median"), ratio("peak_rss_mb")
+    goal = GOALS.get(key)
+    return {
+        "ours_step_s": ours.get("sec_per_step_median"),
+        "peer_step_s": peer.get("sec_per_step_median"),
+        "step_ratio": step_ratio,
+        "step_goal": goal,
+        "step_goal_met": None if step_ratio is None or goal is None else step_ratio <= goal,
+        "ours_peak_rss_mb": ours.get("peak_rss_mb"),
+        "peer_peak_rss_mb": peer.get("peak_rss_mb"),
+        "rss_ratio": rss_ratio,
+        "rss_goal": RSS_GOAL,
+        "rss_goal_met": None if rss_ratio is None else rss_ratio <= RSS_GOAL,
+        "ours_cotenant_cpu_frac": ours.get("cotenant_cpu_frac"),
+        "peer_cotenant_cpu_frac": peer.get("cotenant_cpu_frac"),
+        "peer_error": peer.get("error"),
+        "ours_error": ours.get("error"),
+    }
+
+
+def table(summary: dict, cotenant: float) -> str:
+    def num(value, fmt: str) -> str:
+        return "–" if value is None else format(value, fmt)
+
+    lines = [
+        "| trainer | new tokens | ours (s/step) | TRL 1.12 (s/step) | ours / TRL (goal) "
+        "| ours peak RSS (MB) | TRL peak RSS (MB) | RSS ratio (goal ≤ 0.9) | other CPU load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key, s in summary.items():
+        name, tokens = key.split(":")
+        peer_s = "fails" if s["peer_error"] else num(s["peer_step_s"], ".3f")
+        peer_rss = "fails" if s["peer_error"] else num(s["peer_peak_rss_mb"], ".0f")
+        load = " / ".join(
+            num(x, ".0%") for x in (s["ours_cotenant_cpu_frac"], s["peer_cotenant_cpu_frac"])
+        )
+        lines.append(
+            f"| {name} | {tokens} | {num(s['ours_step_s'], '.3f')} | {peer_s} | "
+            f"{num(s['step_ratio'], '.3f')} (≤ {s['step_goal']}) | "
+            f"{num(s['ours_peak_rss_mb'], '.0f')} | {peer_rss} | {num(s['rss_ratio'], '.3f')} | "
+            f"{load} |"
+        )
+    lines.append("")
+    lines.append(
+        "Medians of 10 measured steps after 2 warm-up steps, each side in its own process, "
+        "alternating in one run; other CPU load: CPU used by other processes during our run / "
+        f"the peer's, as a share of the machine ({cotenant:.0%} over the whole benchmark)."
+    )
+    for key, s in summary.items():
+        if s["peer_error"]:
+            lines.append(f"TRL at {key} fails: {s['peer_error'][:200]}")
+        if s["ours_error"]:
+            lines.append(f"ours at {key} fails: {s['ours_error'][:200]}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--runs",
+        default="nash_md:32,nash_md:128,online_dpo:32,ppo:32",
+        help="trainer:new_tokens pairs to compare, in order",
+    )
+    parser.add_argument("--one", help="run one of ours in this process (nash_md, online_dpo, ppo)")
+    parser.add_argument("--tokens", type=int, default=32, help="--one: new tokens")
+    parser.add_argument("--models-dir", default=str(MODELS), help="the peer's prepared models")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (peer: 2)")
+    parser.add_argument("--warmup", type=int, default=2, help="warm-up steps (peer: 2)")
+    parser.add_argument("--steps", type=int, default=10, help="measured steps (peer: 10)")
+    parser.add_argument("--batch-prompts", type=int, default=8, help="prompts per step (peer: 8)")
+    parser.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate (peer: 1e-5)")
+    parser.add_argument("--ppo-epochs", type=int, default=4, help="PPO epochs (peer: 4)")
+    parser.add_argument("--seed", type=int, default=0, help="our seed")
+    parser.add_argument("--ours-first", action="store_true", help="run ours before the peer")
+    args = parser.parse_args()
+    if args.one:
+        print("BENCH " + json.dumps(run_ours(args)), flush=True)
+        return
+
+    busy0, own0, start = cpu_busy(), own_cpu(children=True), time.perf_counter()
+    raw: dict[str, dict] = {}
+    summary: dict[str, dict] = {}
+    for key in args.runs.split(","):
+        name, tokens = key.split(":")
+        order = ["ours", "peer"] if args.ours_first else ["peer", "ours"]
+        got = {}
+        for side in order:
+            print(f"{key}: {side} …", file=sys.stderr, flush=True)
+            run = run_peer if side == "peer" else run_child
+            got[side] = run(args, name, int(tokens))
+            print(f"  {json.dumps(got[side])[:300]}", file=sys.stderr, flush=True)
+        raw[key] = got
+        summary[key] = compare(key, got["ours"], got["peer"])
+    wall = time.perf_counter() - start
+    busy = (cpu_busy() - busy0) - (own_cpu(children=True) - own0)
+    cotenant = round(max(0.0, busy / (wall * (os.cpu_count() or 1))), 3)
+    import torch
+    import transformers
+
+    result = {
+        "cotenant_cpu_fraction": cotenant,
+        "workload": {
+            "prompts_per_step": args.batch_prompts,
+            "threads": args.threads,
+            "warmup_steps": args.warmup,
+            "measured_steps": args.steps,
+            "lr": args.lr,
+            "ppo_epochs": args.ppo_epochs,
+            "nash_md_beta": BETA,
+            "dtype": "float32",
+            "full_fine_tuning": True,
+            "models": str(args.models_dir),
+            "tokenizer": str(PEER / "tok"),
+        },
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+        "wall_s": round(wall, 1),
+        "summary": summary,
+        "runs": raw,
+    }
+    record("train_speed", result, table(summary, cotenant))
+
+
+if __name__ == "__main__":
+    main()
