@@ -3,9 +3,6 @@ leaves the policy untouched, a SIGKILLed run resumes bit-identically (EMA includ
 learns what the judge prefers (lowercase letters)."""
 
 import copy
-import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -16,6 +13,13 @@ from nlhf.models.judges import FunctionJudge
 from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
 from nlhf.train import nash_ema
 from nlhf.train.online import Trainer, row_generators
+from online_harness import (
+    assert_identical,
+    kill_and_resume,
+    metrics,
+    policy_weights,
+    trained_win_rate,
+)
 
 PROMPTS = ["say a", "hello", "abc", "x", "the cat", "a b"]
 
@@ -171,48 +175,11 @@ SETUP = textwrap.dedent(
 )
 
 
-def run_script(body: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", SETUP + textwrap.dedent(body)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def weights(folder):
-    from safetensors.torch import load_file
-
-    (path,) = (folder / "policy").glob("*.safetensors")
-    return load_file(str(path))
-
-
 @pytest.mark.slow
 def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
-    full = run_script(f"train({str(tmp_path / 'full')!r}, lora_r=4)")
-    assert full.returncode == 0, full.stderr[-2000:]
-    killed = run_script(
-        f"""
-        import os, signal
-        from nlhf.train.checkpoint import Checkpointer
-        original = Checkpointer.save
-        def save_and_die(self, step, state):
-            original(self, step, state)
-            if step == 4:
-                os.kill(os.getpid(), signal.SIGKILL)
-        Checkpointer.save = save_and_die
-        train({str(tmp_path / "resumed")!r}, lora_r=4)
-        """
-    )
-    assert killed.returncode == -9
-    assert not (tmp_path / "resumed" / "policy").exists()
-    resumed = run_script(f"train({str(tmp_path / 'resumed')!r}, lora_r=4)")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "resuming from step 4" in resumed.stdout
-    a, b = weights(tmp_path / "full"), weights(tmp_path / "resumed")
-    assert a.keys() == b.keys()
-    for key in a:
-        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
+    full, resumed = kill_and_resume(SETUP, tmp_path, "lora_r=4")
+    a, b = policy_weights(full), policy_weights(resumed)
+    assert_identical(a, b)
     ema_a = torch.load(tmp_path / "full" / "ema.pt")
     ema_b = torch.load(tmp_path / "resumed" / "ema.pt")
     assert ema_a.keys() == ema_b.keys() and ema_a
@@ -220,7 +187,7 @@ def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
         torch.testing.assert_close(ema_a[key], ema_b[key], rtol=0, atol=0)
 
     def curve(folder):
-        rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        rows = metrics(folder)
         return [(r["step"], r["loss"], r["win_rate"], r["kl"], r["ema_distance"]) for r in rows]
 
     assert curve(tmp_path / "full") == curve(tmp_path / "resumed")
@@ -229,23 +196,9 @@ def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
 
 @pytest.mark.slow
 def test_nash_ema_learns_what_the_judge_prefers(tmp_path):
-    result = run_script(
-        f"""
-        from nlhf.models import sample
-        trainer, last = train({str(tmp_path)!r}, steps=30, batch_size=8, lr=1e-2,
-                              ema_decay=0.9, checkpoint_every=1000)
-        policy, judge = trainer.policy, trainer.judge
-        from nlhf.train.online import decode, tokenize
-        prompts = trainer.prompts * 20
-        ids, mask = tokenize(policy.tokenizer, prompts, policy.device)
-        g = torch.Generator().manual_seed(123)
-        mine = sample(policy, ids, mask, 6, generator=g)
-        ref = sample(policy, ids, mask, 6, reference=policy.reference, beta=1.0, generator=g)
-        tok = policy.tokenizer
-        p = judge(prompts, decode(tok, mine.tokens, mine.mask), decode(tok, ref.tokens, ref.mask))
-        print("WIN", float(p.mean()))
-        """
+    win = trained_win_rate(
+        SETUP,
+        f"train({str(tmp_path)!r}, steps="
+        f"30, batch_size=8, lr=1e-2, ema_decay=0.9, checkpoint_every=1000)",
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    win = float(result.stdout.split("WIN")[-1])
     assert win > 0.8

@@ -4,8 +4,6 @@ gradient forward per chunk, NaN judges, a SIGKILLed run that resumes bit-identic
 
 import json
 import math
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -13,6 +11,13 @@ import torch
 
 from nlhf.losses import dpo_loss, ipo_loss
 from nlhf.train.online_dpo import Config, pair_loss
+from online_harness import (
+    assert_identical,
+    kill_and_resume,
+    metrics,
+    policy_weights,
+    trained_win_rate,
+)
 
 SETUP = textwrap.dedent(
     """
@@ -46,15 +51,6 @@ SETUP = textwrap.dedent(
 )
 namespace: dict = {}
 exec(SETUP, namespace)  # the same helpers for the in-process tests
-
-
-def run_script(body: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", SETUP + textwrap.dedent(body)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 # --------------------------------------------------------------------------- the loss
@@ -185,42 +181,14 @@ def test_a_nan_judgement_stops_the_run_naming_step_and_quantity(tmp_path):
         trainer.run(online_dpo.OnlineDPO(trainer, config), "online-dpo")
 
 
-def weights(folder):
-    from safetensors.torch import load_file
-
-    (path,) = (folder / "policy").glob("*.safetensors")  # the adapter under LoRA
-    return load_file(str(path))
-
-
 @pytest.mark.slow
 def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
-    full = run_script(f"train({str(tmp_path / 'full')!r}, lora_r=4)")
-    assert full.returncode == 0, full.stderr[-2000:]
-    killed = run_script(
-        f"""
-        import os, signal
-        from nlhf.train.checkpoint import Checkpointer
-        original = Checkpointer.save
-        def save_and_die(self, step, state):
-            original(self, step, state)
-            if step == 4:
-                os.kill(os.getpid(), signal.SIGKILL)
-        Checkpointer.save = save_and_die
-        train({str(tmp_path / "resumed")!r}, lora_r=4)
-        """
-    )
-    assert killed.returncode == -9
-    assert not (tmp_path / "resumed" / "policy").exists()
-    resumed = run_script(f"train({str(tmp_path / 'resumed')!r}, lora_r=4)")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "resuming from step 4" in resumed.stdout
-    a, b = weights(tmp_path / "full"), weights(tmp_path / "resumed")
-    assert a.keys() == b.keys()
-    for key in a:
-        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
+    full, resumed = kill_and_resume(SETUP, tmp_path, "lora_r=4")
+    a, b = policy_weights(full), policy_weights(resumed)
+    assert_identical(a, b)
 
     def curve(folder):
-        rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        rows = metrics(folder)
         return [(r["step"], r["loss"], r["reward_margin"], r["kl"]) for r in rows]
 
     assert curve(tmp_path / "full") == curve(tmp_path / "resumed")
@@ -230,23 +198,9 @@ def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(("loss_type", "beta"), [("dpo", 0.1), ("ipo", 0.05)])
 def test_online_pair_training_learns_what_the_judge_prefers(tmp_path, loss_type, beta):
-    result = run_script(
-        f"""
-        from nlhf.models import sample
-        from nlhf.train.online import decode, tokenize
-        trainer, last = train({str(tmp_path)!r}, steps=40, batch_size=8, lr=1e-2,
-                              checkpoint_every=1000, loss_type={loss_type!r}, beta={beta})
-        policy, judge = trainer.policy, trainer.judge
-        prompts = trainer.prompts * 20
-        ids, mask = tokenize(policy.tokenizer, prompts, policy.device)
-        g = torch.Generator().manual_seed(123)
-        mine = sample(policy, ids, mask, 6, generator=g)
-        ref = sample(policy, ids, mask, 6, reference=policy.reference, beta=1.0, generator=g)
-        tok = policy.tokenizer
-        p = judge(prompts, decode(tok, mine.tokens, mine.mask), decode(tok, ref.tokens, ref.mask))
-        print("WIN", float(p.mean()))
-        """
+    win = trained_win_rate(
+        SETUP,
+        f"train({str(tmp_path)!r}, steps="
+        f"40, batch_size=8, lr=1e-2, checkpoint_every=1000, loss_type={loss_type!r}, beta={beta})",
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    win = float(result.stdout.split("WIN")[-1])
     assert win > 0.8

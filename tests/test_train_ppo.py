@@ -2,9 +2,6 @@
 one PPO update on a fixed rollout, exact resume after SIGKILL, and (slow) learning what a
 judge that counts lowercase letters prefers."""
 
-import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -17,6 +14,7 @@ from nlhf.train import ppo
 from nlhf.train.kl_control import KLController, adaptive_kl_factor
 from nlhf.train.online import Trainer, decode, tokenize
 from nlhf.train.value_head import ValueHead, logprobs_and_values
+from online_harness import assert_identical, kill_and_resume, metrics, policy_weights, saved_tensors
 
 PROMPTS = ["say a", "hello", "abc", "x", "the cat", "a b"]
 
@@ -244,51 +242,19 @@ SETUP = textwrap.dedent(
 )
 
 
-def run_script(body: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", SETUP + textwrap.dedent(body)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def saved_weights(folder):
-    from safetensors.torch import load_file
-
-    (adapter,) = (folder / "policy").glob("*.safetensors")
-    return {**load_file(str(adapter)), **load_file(str(folder / "value_head.safetensors"))}
+    return {**policy_weights(folder), **saved_tensors(folder / "value_head.safetensors")}
 
 
 @pytest.mark.slow
 def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
-    full = run_script(f"train({str(tmp_path / 'full')!r})")
-    assert full.returncode == 0, full.stderr[-2000:]
-    killed = run_script(
-        f"""
-        import os, signal
-        from nlhf.train.checkpoint import Checkpointer
-        original = Checkpointer.save
-        def save_and_die(self, step, state):
-            original(self, step, state)
-            if step == 4:
-                os.kill(os.getpid(), signal.SIGKILL)
-        Checkpointer.save = save_and_die
-        train({str(tmp_path / "resumed")!r})
-        """
-    )
-    assert killed.returncode == -9
-    assert not (tmp_path / "resumed" / "value_head.safetensors").exists()
-    resumed = run_script(f"train({str(tmp_path / 'resumed')!r})")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "resuming from step 4" in resumed.stdout
-    a, b = saved_weights(tmp_path / "full"), saved_weights(tmp_path / "resumed")
-    assert a.keys() == b.keys() and "linear.weight" in a
-    for key in a:
-        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
+    full, resumed = kill_and_resume(SETUP, tmp_path, unfinished="value_head.safetensors")
+    a, b = saved_weights(full), saved_weights(resumed)
+    assert "linear.weight" in a
+    assert_identical(a, b)
 
     def curve(folder):
-        rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        rows = metrics(folder)
         return [{k: v for k, v in r.items() if not k.endswith("seconds")} for r in rows]
 
     full_curve = curve(tmp_path / "full")
