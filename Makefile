@@ -1,5 +1,5 @@
 # Every target creates .venv on first use and installs into it only what is missing.
-#   make demo    the main job (today: the tabular NLHF lab report)
+#   make demo    the main job: nlhf demo (RLHF-PPO vs Nash-MD-PG on SmolLM2, ~20 min)
 #   make test    the whole test suite (make test-fast skips the slow end-to-end tests)
 #   make bench   benchmarks; results in bench/results/*.json and the README table
 #   make lint    ruff
@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 demo: $(STAMP)
-	$(BIN)/nlhf tabular --out runs/demo-tabular
+	$(BIN)/nlhf demo
 
 # The labeling app's browser tests drive Debian's Chromium (installed once, as root).
 $(CHROMIUM):
@@ -44,8 +44,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/train_speed.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench notebooks
+	$(BIN)/ruff format --check src tests bench notebooks
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

@@ -115,3 +115,18 @@ def test_invalid_combination_is_reported(capsys):
     with pytest.raises(SystemExit):
         main(["tabular", "schedule=constant", "eta=20", "tau=0.1"])
     assert "eta·tau must be ≤ 1" in capsys.readouterr().err
+
+
+def test_overrides_may_follow_later_flags(capsys):
+    # two groups of key=value around a flag: both are applied (the second one sets an
+    # invalid combination, so the run stops with its message before doing anything)
+    with pytest.raises(SystemExit):
+        main(["tabular", "schedule=constant", "--out", "unused", "eta=20", "tau=0.1"])
+    assert "eta·tau must be ≤ 1" in capsys.readouterr().err
+
+
+def test_unknown_flags_are_still_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["tabular", "tau=0.1", "--no-such-flag"])
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err

@@ -41,6 +41,11 @@ class Group:
 
 
 COMMANDS: dict[str, Command | Group] = {
+    "demo": Command(
+        "nlhf.demo.run",
+        "The main job: RLHF-PPO against Nash-MD-PG on SmolLM2 with judges trained on IMDB "
+        "labels, a tournament under VADER and the preference model, report.md.",
+    ),
     "train": Group(
         "Train a judge or a policy (reward and preference models; Nash-MD-PG, DPO/IPO, SFT…).",
         {
@@ -170,10 +175,22 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _is_override(token: str) -> bool:
+    key, sep, _ = token.partition("=")
+    return bool(sep) and key.isidentifier()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    # key=value overrides may come anywhere, also after later flags (argparse hands such a
+    # second group back as unrecognized)
+    args, extra = parser.parse_known_args(argv)
+    unknown = [token for token in extra if not _is_override(token)]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if extra and hasattr(args, "overrides"):
+        args.overrides = [*(args.overrides or []), *extra]
     command: Command = args._command
     module = command.load()
     try:

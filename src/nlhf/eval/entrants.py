@@ -140,10 +140,11 @@ def load_model(path: str, dtype: str = "float32") -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from nlhf.models.memory import into_memory
     from nlhf.models.policy import disable_dropout
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        model = into_memory(AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)))
     except OSError as exc:
         raise OSError(f"{path}: cannot load a causal LM: {exc}") from None
     disable_dropout(model)

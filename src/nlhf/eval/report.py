@@ -214,17 +214,13 @@ def markdown_report(result) -> str:
 
 def plot_heatmap(result, path: str | Path) -> Path:
     """One panel per judge: P(row ≻ column) in colour, with the value and interval in cells."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: the caller's backend stays as it is
 
     names = result.names
     k, panels = len(names), len(result.win_rates)
     side = max(3.2, 1.1 * k + 1.6)
-    fig, axes = plt.subplots(
-        1, panels, figsize=(side * panels + 1.0, side), squeeze=False, layout="constrained"
-    )
+    fig = Figure(figsize=(side * panels + 1.0, side), layout="constrained")
+    axes = fig.subplots(1, panels, squeeze=False)
     image = None
     for m, (ax, (judge, rates)) in enumerate(zip(axes[0], result.win_rates.items(), strict=True)):
         image = ax.imshow(rates.mean, cmap="RdBu", vmin=0.0, vmax=1.0)
@@ -246,7 +242,6 @@ def plot_heatmap(result, path: str | Path) -> Path:
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
     return path
 
 

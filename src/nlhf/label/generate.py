@@ -43,8 +43,10 @@ def load_model(path: str, name: str | None = None) -> LoadedModel:
     """Load a causal LM and its tokenizer from a folder for sampling (eval mode)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from nlhf.models.memory import into_memory
+
     try:
-        model = AutoModelForCausalLM.from_pretrained(path)
+        model = into_memory(AutoModelForCausalLM.from_pretrained(path))
         tokenizer = AutoTokenizer.from_pretrained(path)
     except OSError as exc:
         raise OSError(f"{path}: cannot load a causal LM and its tokenizer: {exc}") from None

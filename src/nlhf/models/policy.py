@@ -33,6 +33,7 @@ from torch import nn
 from nlhf.config import option
 from nlhf.models.lm import AdapterDisabled, is_peft_model, model_device
 from nlhf.models.logprobs import completion_logprobs
+from nlhf.models.memory import into_memory
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -142,7 +143,9 @@ class Policy:
         if not config.model:
             raise ValueError("PolicyConfig.model is empty: give a model folder to load")
         try:
-            model = AutoModelForCausalLM.from_pretrained(config.model, dtype=DTYPES[config.dtype])
+            model = into_memory(
+                AutoModelForCausalLM.from_pretrained(config.model, dtype=DTYPES[config.dtype])
+            )
             tokenizer = AutoTokenizer.from_pretrained(config.tokenizer or config.model)
         except OSError as exc:
             raise OSError(f"PolicyConfig.model={config.model!r}: cannot load: {exc}") from None

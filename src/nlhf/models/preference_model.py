@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from nlhf.files import atomic_write_json
+from nlhf.models.memory import into_memory
 from nlhf.models.reward_model import KIND_FILE, encode_pairs, read_kind
 
 HEADS_FILE = "preference_heads.safetensors"
@@ -64,7 +65,8 @@ class PreferenceModel(nn.Module):
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        return cls(AutoModel.from_pretrained(name_or_path), tokenizer, rank, max_length)
+        encoder = into_memory(AutoModel.from_pretrained(name_or_path))
+        return cls(encoder, tokenizer, rank, max_length)
 
     @property
     def device(self) -> torch.device:
@@ -129,7 +131,7 @@ class PreferenceModel(nn.Module):
         if meta.get("kind") != "preference-model":
             raise ValueError(f"{folder}: holds a {meta.get('kind')!r}, not a preference model")
         model = cls(
-            AutoModel.from_pretrained(folder),
+            into_memory(AutoModel.from_pretrained(folder)),
             AutoTokenizer.from_pretrained(folder),
             meta["rank"],
             meta["max_length"],

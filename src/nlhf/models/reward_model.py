@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from nlhf.files import atomic_write_json
+from nlhf.models.memory import into_memory
 
 KIND_FILE = "nlhf_judge.json"
 
@@ -77,7 +78,9 @@ class RewardModel(nn.Module):
 
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         with quiet_load_report():  # the new head is expected to be missing from the backbone
-            model = AutoModelForSequenceClassification.from_pretrained(name_or_path, num_labels=1)
+            model = into_memory(
+                AutoModelForSequenceClassification.from_pretrained(name_or_path, num_labels=1)
+            )
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         model.config.pad_token_id = tokenizer.pad_token_id
@@ -113,5 +116,5 @@ class RewardModel(nn.Module):
         meta = read_kind(folder)
         if meta.get("kind") != "reward-model":
             raise ValueError(f"{folder}: holds a {meta.get('kind')!r}, not a reward model")
-        model = AutoModelForSequenceClassification.from_pretrained(folder)
+        model = into_memory(AutoModelForSequenceClassification.from_pretrained(folder))
         return cls(model, AutoTokenizer.from_pretrained(folder), meta["max_length"])

@@ -60,14 +60,12 @@ def sweep_table(sweeps: dict[str, dict[float, float]]) -> str:
 
 def plot_kl(results: list[GameResult], path: str | Path, schedule: str) -> Path:
     """log KL(π*‖π_t) against t for every algorithm, one panel per game, with Theorem 1's bound."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: the caller's backend stays as it is
 
     cols = min(3, len(results))
     rows = int(np.ceil(len(results) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False)
+    fig = Figure(figsize=(5.2 * cols, 3.8 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax, result in zip(axes.flat, results, strict=False):
         steps = np.arange(len(result.bound))
         for name, curve in result.curves.items():
@@ -91,5 +89,4 @@ def plot_kl(results: list[GameResult], path: str | Path, schedule: str) -> Path:
     fig.tight_layout(rect=(0, 0.08 if rows == 1 else 0.05, 1, 1))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
     return Path(path)

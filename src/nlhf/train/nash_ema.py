@@ -237,7 +237,7 @@ class NashEMA:
 def run(config: Config) -> int:
     trainer = Trainer(config)
     last = trainer.run(NashEMA(trainer, config), "nash-ema")
-    print(
+    trainer.say(
         f"nash-ema: {config.steps} steps; last step: "
         + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
         + f"\npolicy saved to {config.out}/policy"

@@ -104,7 +104,7 @@ class NashMDPG:
 def run(config: Config) -> int:
     trainer = Trainer(config)
     last = trainer.run(NashMDPG(trainer, config), "nash-md")
-    print(
+    trainer.say(
         f"nash-md: {config.steps} steps; last step: "
         + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
         + f"\npolicy saved to {config.out}/policy"

@@ -82,7 +82,6 @@ from nlhf.train.online import (
     OnlineConfig,
     PromptBatch,
     Trainer,
-    check_finite,
     row_generators,
 )
 
@@ -179,8 +178,8 @@ class NashMP:
     ) -> dict[str, float]:
         cfg, trainer = self.config, self.trainer
         trainer.optimizer.zero_grad(set_to_none=True)
-        sums: dict[str, float] = {}
-        for batch in chunks:
+
+        def loss_fn(batch: PromptBatch) -> tuple[torch.Tensor, dict[str, float]]:
             t0 = time.perf_counter()
             y, y_opp, anchor_lp = self._rollout(batch, step, salt, anchor, opponent, at_anchor)
             sample_seconds = time.perf_counter() - t0
@@ -188,12 +187,11 @@ class NashMP:
             loss, metrics = preference_loss_step(trainer, batch, y, y_opp, total, mixed)
             metrics["prox_kl"] = float((y.policy_logprobs - anchor_lp).sum(-1).mean())
             metrics["sample_seconds"] = sample_seconds
-            bad = check_finite(step, loss, metrics)
-            if bad:
-                raise NonFiniteError(bad, step)
-            (loss / len(chunks)).backward()
-            for key, value in {"loss": loss.item(), **metrics}.items():
-                sums[key] = sums.get(key, 0.0) + value / len(chunks)
+            return loss, metrics
+
+        # per-chunk losses and their metrics, gradients accumulated (and summed over the
+        # processes by clip_and_step), metrics averaged over every process's chunks
+        sums = trainer.accumulate(loss_fn, chunks, step)
         try:
             sums["grad_norm"] = trainer.clip_and_step()
         except NonFiniteError as exc:
@@ -267,7 +265,7 @@ class NashMP:
 def run(config: Config) -> int:
     trainer = Trainer(config)
     last = trainer.run(NashMP(trainer, config), "nash-mp")
-    print(
+    trainer.say(
         f"nash-mp: {config.steps} steps; last step: "
         + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
         + f"\npolicy saved to {config.out}/policy"

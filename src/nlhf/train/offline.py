@@ -439,6 +439,13 @@ def train_offline(
     the ``metrics.json`` content (held-out evaluation before and after training)."""
     if not train or not held_out:
         raise ValueError(f"{len(train)} training and {len(held_out)} held-out examples: need both")
+    from nlhf.train.distributed import Processes
+
+    if Processes().many:
+        raise ValueError(
+            f"nlhf train {name} runs in one process: start it without accelerate launch "
+            "(the online trainers support several processes)"
+        )
     policy, out = objective.policy, Path(config.out)
     total = total_steps(config, len(train))
     per_epoch = math.ceil(len(train) / config.batch_size)

@@ -14,7 +14,34 @@ returns a differentiable loss; this module owns everything around it:
   a killed run restarted with the same command resumes from the last complete one;
 - metrics: ``metrics.jsonl`` always, TensorBoard when installed, a progress bar;
 - NaN/inf in the loss or a logged quantity stops the run naming the step and the quantity
-  (``on_nonfinite=skip`` skips that update instead).
+  (``on_nonfinite=skip`` skips that update instead);
+- devices and processes through Hugging Face Accelerate (below).
+
+Several processes (data parallel).  Start the same command under ``accelerate launch``:
+
+    accelerate launch --multi_gpu --num_processes 2 -m nlhf.cli train nash-md batch_size=16
+    accelerate launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no \
+        --dynamo_backend no -m nlhf.cli train ppo ...   # no GPU: 2 CPU processes (gloo)
+    torchrun --nproc_per_node 2 -m nlhf.cli train nash-md ...   # the same without accelerate
+
+On a machine without GPUs the processes form a gloo group on the CPU
+(:func:`nlhf.train.distributed.spawned_without_accelerator`); note that ``accelerate launch
+--cpu`` starts one process only, whatever ``--num_processes`` says.
+(``accelerate launch ... $(which nlhf) train ...`` works too; without a saved ``accelerate
+config`` the launcher asks for the flags of the second line.)  ``batch_size`` is the
+*global* batch: each step's ``batch_size`` prompts are the same whatever the number of
+processes, process k of P takes the contiguous share ``rows[k·B/P : (k+1)·B/P]`` and splits it
+into ``grad_accum`` chunks, so ``batch_size`` must be a multiple of P × ``grad_accum``.  Every
+completion's generator is seeded by its global row (:func:`row_generators`), so the union of
+the processes' samples is exactly what one process samples, and a process's chunks are the
+chunks one process would form with ``grad_accum`` × P.  Each process backpropagates its
+losses scaled by its share of the batch and the gradients are summed over the processes
+before clipping (:mod:`nlhf.train.distributed`), so the update is that of the global batch;
+metrics are global averages.  Only the main process writes ``metrics.jsonl``, TensorBoard,
+checkpoints and ``policy/`` and shows the progress bar; every process resumes from the same
+checkpoint.  Each process holds a whole copy of the model on its device (``accelerate``
+picks the GPU of each process); the model is not sharded, so FSDP/DeepSpeed settings in an
+``accelerate config`` are not applied.  With one process nothing is gathered or copied.
 """
 
 from __future__ import annotations
@@ -32,6 +59,7 @@ from tqdm.auto import tqdm
 from nlhf.config import option, to_dict
 from nlhf.files import atomic_write_json, write_folder_atomically
 from nlhf.train.checkpoint import Checkpointer
+from nlhf.train.distributed import Processes
 
 
 @dataclass
@@ -58,6 +86,11 @@ class OnlineConfig:
         "vader", "judge: vader, or a folder from nlhf train reward-model|preference-model"
     )
     steps: int = option(100, "optimizer steps")
+    time_limit: float = option(
+        0.0,
+        "stop after this many minutes of training steps, at a step boundary, and save the "
+        "policy (0: no limit; time spent before a resume counts)",
+    )
     batch_size: int = option(8, "prompts per optimizer step (across all processes)")
     grad_accum: int = option(1, "split each step's prompts into this many sequential chunks")
     max_new_tokens: int = option(24, "tokens sampled per completion")
@@ -93,6 +126,8 @@ class OnlineConfig:
             )
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.time_limit < 0:
+            raise ValueError(f"time_limit must be ≥ 0, got {self.time_limit}")
 
 
 @dataclass
@@ -250,6 +285,16 @@ class MetricsLog:
             self.writer.close()
 
 
+class NoLog:
+    """What processes other than the main one log: nothing."""
+
+    def write(self, step: int, metrics: dict[str, float]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def check_finite(step: int, loss: torch.Tensor, metrics: dict[str, float]) -> str | None:
     """The name of the first non-finite quantity, or None."""
     if not torch.isfinite(loss).all():
@@ -275,10 +320,21 @@ class NonFiniteError(FloatingPointError):
 class Trainer:
     """Holds the policy, judge, optimizer and prompts; runs an :class:`Algorithm`."""
 
-    def __init__(self, config: OnlineConfig, policy=None, judge=None, prompts=None) -> None:
+    def __init__(
+        self, config: OnlineConfig, policy=None, judge=None, prompts=None, accelerator=None
+    ) -> None:
         self.config = config
+        self.procs = Processes(accelerator)
+        self.accelerator = self.procs.accelerator
+        if config.batch_size % (self.procs.count * config.grad_accum):
+            raise ValueError(
+                f"batch_size ({config.batch_size}) must be a multiple of the number of "
+                f"processes ({self.procs.count}) × grad_accum ({config.grad_accum})"
+            )
         torch.manual_seed(config.seed)
         self.policy = policy if policy is not None else load_policy(config)
+        if self.policy.device != self.procs.device:
+            self.policy.to(self.procs.device)
         if judge is None:
             from nlhf.models.judges import load_judge
 
@@ -294,24 +350,28 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor(config))
         self.out = Path(config.out)
         self.checkpoints = Checkpointer(self.out / "checkpoints")
+        self.elapsed = 0.0  # seconds of training steps so far, resumed runs included
 
     def batches(self, step: int) -> list[PromptBatch]:
+        """This process's share of the step's prompts, in ``grad_accum`` chunks."""
         cfg = self.config
         rows = step_rows(step, cfg.batch_size, len(self.prompts), cfg.seed)
-        chunk = cfg.batch_size // cfg.grad_accum
+        first = step * cfg.batch_size
+        numbered = self.procs.share(list(enumerate(rows, start=first)))
+        chunk = len(numbered) // cfg.grad_accum
         out = []
-        for start in range(0, len(rows), chunk):
-            part = rows[start : start + chunk]
-            texts = [self.prompts[r] for r in part]
+        for start in range(0, len(numbered), chunk):
+            part = numbered[start : start + chunk]
+            texts = [self.prompts[r] for _, r in part]
             ids, mask = tokenize(self.policy.tokenizer, texts, self.policy.device)
-            out.append(
-                PromptBatch(
-                    texts, ids, mask, [step * cfg.batch_size + start + i for i in range(len(part))]
-                )
-            )
+            out.append(PromptBatch(texts, ids, mask, [n for n, _ in part]))
         return out
 
     def save_checkpoint(self, step: int, algorithm: Algorithm) -> None:
+        """The main process writes the checkpoint; the others wait until it is complete."""
+        if not self.procs.is_main:
+            self.procs.barrier()
+            return
         trainable = {
             n: p.detach().cpu() for n, p in self.policy.model.named_parameters() if p.requires_grad
         }
@@ -323,8 +383,10 @@ class Trainer:
                 "scheduler": self.scheduler.state_dict(),
                 "algorithm": algorithm.state_dict(),
                 "config": to_dict(self.config),
+                "elapsed": self.elapsed,
             },
         )
+        self.procs.barrier()
 
     def restore(self, algorithm: Algorithm) -> int:
         state = self.checkpoints.load_latest() if self.config.resume else None
@@ -337,32 +399,57 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         algorithm.load_state_dict(state["algorithm"])
+        self.elapsed = float(state.get("elapsed", 0.0))
         return int(state["step"])
 
+    def say(self, *args: Any) -> None:
+        """``print`` on the main process only."""
+        if self.procs.is_main:
+            print(*args)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Backpropagate ``loss``, already scaled by this process's share of the update."""
+        self.accelerator.backward(loss)
+
     def clip_and_step(self, params=None, optimizer=None) -> float:
-        """Clip the gradient norm, check it, take the optimizer step; returns the norm."""
+        """Sum the gradients over the processes, clip their norm, check it, take the
+        optimizer step; returns the norm (before clipping)."""
         params = self.params if params is None else params
         optimizer = self.optimizer if optimizer is None else optimizer
+        self.procs.sync_gradients(params)
         limit = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
-        norm = float(torch.nn.utils.clip_grad_norm_(params, limit))
+        norm = float(self.accelerator.clip_grad_norm_(params, limit))
         if not math.isfinite(norm):
             raise NonFiniteError("grad_norm")
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return norm
 
+    def accumulate(self, loss_fn, chunks: list[PromptBatch], step: int) -> dict[str, float]:
+        """Backpropagate ``loss_fn(batch) -> (loss, metrics)`` of every chunk, each loss a mean
+        over its rows scaled by the chunk's share of the global batch; returns the metrics
+        averaged over the chunks of every process.  A NaN/inf anywhere raises
+        :class:`NonFiniteError` in every process."""
+        share = len(chunks) * self.procs.count
+        totals: dict[str, float] = {}
+        bad = None
+        for batch in chunks:
+            loss, metrics = loss_fn(batch)
+            bad = check_finite(step, loss, metrics)
+            if bad:
+                break
+            self.backward(loss / share)
+            for key, value in {"loss": loss.item(), **metrics}.items():
+                totals[key] = totals.get(key, 0.0) + value / len(chunks)
+        bad = self.procs.agree(bad)
+        if bad:
+            raise NonFiniteError(bad, step)
+        return self.procs.mean_metrics(totals)
+
     def gradient_step(self, algorithm: Algorithm, chunks: list[PromptBatch], step: int) -> dict:
         """The default update: one loss per chunk, gradients accumulated, one optimizer step."""
         self.optimizer.zero_grad(set_to_none=True)
-        totals: dict[str, float] = {}
-        for batch in chunks:
-            loss, metrics = algorithm.loss(batch, step)
-            bad = check_finite(step, loss, metrics)
-            if bad:
-                raise NonFiniteError(bad, step)
-            (loss / len(chunks)).backward()
-            for key, value in {"loss": loss.item(), **metrics}.items():
-                totals[key] = totals.get(key, 0.0) + value / len(chunks)
+        totals = self.accumulate(lambda batch: algorithm.loss(batch, step), chunks, step)
         try:
             totals["grad_norm"] = self.clip_and_step()
         except NonFiniteError as exc:
@@ -371,14 +458,34 @@ class Trainer:
 
     def run(self, algorithm: Algorithm, name: str) -> dict[str, Any]:
         cfg = self.config
+        main = self.procs.is_main
         start = self.restore(algorithm)
-        if start:
+        self.procs.broadcast_parameters(self.params)  # identical start even if inits differ
+        if start and main:
             print(f"resuming from step {start} of {cfg.steps} ({self.checkpoints.folder})")
-        log = MetricsLog(self.out, cfg.tensorboard, start)
-        atomic_write_json(self.out / "config.json", {"algorithm": name, **to_dict(cfg)})
-        bar = tqdm(total=cfg.steps, initial=start, desc=name, unit="step", disable=not cfg.progress)
+        log: MetricsLog | NoLog = NoLog()
+        if main:
+            log = MetricsLog(self.out, cfg.tensorboard, start)
+            atomic_write_json(
+                self.out / "config.json",
+                {"algorithm": name, **to_dict(cfg), "processes": self.procs.count},
+            )
+        limit = cfg.time_limit * 60.0
+        bar = tqdm(  # a time-limited run counts seconds, any other one steps
+            total=round(limit) if limit else cfg.steps,
+            initial=round(min(self.elapsed, limit)) if limit else start,
+            desc=name,
+            unit="s" if limit else "step",
+            disable=not (cfg.progress and main),
+        )
         last: dict[str, float] = {}
         for step in range(start, cfg.steps):
+            if limit and self.procs.agree("time" if self.elapsed >= limit else None):
+                if main:
+                    print(
+                        f"{name}: time limit of {cfg.time_limit:g} min reached after {step} steps"
+                    )
+                break
             t0 = time.perf_counter()
             chunks = self.batches(step)
             update = getattr(algorithm, "update", None)
@@ -392,7 +499,8 @@ class Trainer:
                     raise FloatingPointError(
                         f"{exc} (on_nonfinite=skip would skip the update)"
                     ) from None
-                print(f"{exc}; update skipped")
+                if main:
+                    print(f"{exc}; update skipped")
                 self.optimizer.zero_grad(set_to_none=True)
                 totals = {"skipped": 1.0}
             self.scheduler.step()
@@ -400,9 +508,14 @@ class Trainer:
             totals["step_seconds"] = time.perf_counter() - t0
             log.write(step + 1, totals)
             last = totals
-            bar.update(1)
+            self.elapsed += totals["step_seconds"]
+            if limit:
+                bar.update(round(min(self.elapsed, limit)) - bar.n)
+            else:
+                bar.update(1)
             bar.set_postfix(
-                {
+                {"step": step + 1}
+                | {
                     k: f"{v:.3g}"
                     for k, v in totals.items()
                     if k in ("loss", "win_rate", "kl", "reward")
@@ -412,5 +525,7 @@ class Trainer:
                 self.save_checkpoint(step + 1, algorithm)
         bar.close()
         log.close()
-        write_folder_atomically(self.policy.save, self.out / "policy")
+        if main:
+            write_folder_atomically(self.policy.save, self.out / "policy")
+        self.procs.barrier()
         return last

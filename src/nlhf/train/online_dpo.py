@@ -15,10 +15,13 @@ forward over the 2B rows.
 Labels.  ``label=hard`` (default, as TRL): y_w is the completion with P > ½; a tie (P = ½
 exactly, e.g. a score judge giving equal scores, or two identical completions) says nothing
 about which is better, so that pair is left out of the loss (``tie_rate`` counts them); a
-step where every pair ties has loss 0.  ``label=soft`` uses p = P(y_w ≻ y_l) as the target
-probability: DPO minimizes the cross-entropy −p·log σ(βh) − (1−p)·log σ(−βh) (conservative
-DPO), IPO the squared error (h − (p − ½)/β)², which is the IPO paper's own objective before
-sampling labels; ties then pull h towards 0 instead of being dropped.
+step where every pair ties has loss 0.  The loss is the mean over the decided pairs of each
+chunk (``grad_accum``, and each process's share under ``accelerate launch``), so with ties
+P processes reproduce one process with ``grad_accum`` × P, not one chunk of the whole batch.
+``label=soft`` uses p = P(y_w ≻ y_l) as the target probability: DPO minimizes the
+cross-entropy −p·log σ(βh) − (1−p)·log σ(−βh) (conservative DPO), IPO the squared error
+(h − (p − ½)/β)², which is the IPO paper's own objective before sampling labels; ties then
+pull h towards 0 instead of being dropped.
 
 Parameters and their names elsewhere: ``beta`` is TRL OnlineDPOConfig.beta (default 0.1 in
 both), the inverse temperature of the implicit reward r = β·log π/μ for DPO and the
@@ -127,11 +130,6 @@ def pair_loss(
     )
 
 
-def _mean(x: torch.Tensor, where: torch.Tensor, default: float) -> float:
-    """Mean of ``x`` over ``where`` (a bool mask), or ``default`` when it selects nothing."""
-    return float(x[where].float().mean()) if where.any() else default
-
-
 class OnlineDPO:
     """The algorithm: two samples per prompt from one decode loop, a judgement, a pair loss."""
 
@@ -182,7 +180,10 @@ class OnlineDPO:
             "reward_chosen": float(r_chosen.mean()),
             "reward_rejected": float(r_rejected.mean()),
             "reward_margin": float(margin.mean()),
-            "reward_accuracy": _mean(correct, decided, 0.5),
+            # reward_accuracy = mean over the decided pairs of the whole step, from two
+            # per-pair fractions that average correctly over chunks and processes (update)
+            "decided_fraction": float(decided.float().mean()),
+            "correct_fraction": float((correct * decided.float()).mean()),
             "logp_chosen": float(lp_chosen.mean()),
             "logp_rejected": float(lp_rejected.mean()),
             "kl": float(kl.mean()),
@@ -193,6 +194,14 @@ class OnlineDPO:
             "judge_seconds": t2 - t1,
             "forward_seconds": t3 - t2,
         }
+
+    def update(self, chunks: list[PromptBatch], step: int) -> dict[str, float]:
+        """The trainer's gradient step; then the accuracy over the step's decided pairs."""
+        totals = self.trainer.gradient_step(self, chunks, step)
+        decided = totals.pop("decided_fraction")
+        correct = totals.pop("correct_fraction")
+        totals["reward_accuracy"] = correct / decided if decided > 0 else 0.5
+        return totals
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -205,7 +214,7 @@ def run(config: Config) -> int:
     name = f"online-{config.loss_type}"
     trainer = Trainer(config)
     last = trainer.run(OnlineDPO(trainer, config), name)
-    print(
+    trainer.say(
         f"{name}: {config.steps} steps; last step: "
         + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
         + f"\npolicy saved to {config.out}/policy"

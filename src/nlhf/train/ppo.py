@@ -77,10 +77,10 @@ from nlhf.losses import (
     gae,
     kl_penalized_rewards,
     masked_mean,
-    masked_whiten,
     ppo_policy_loss,
     ppo_value_loss,
 )
+from nlhf.train import distributed
 from nlhf.train.kl_control import KLController
 from nlhf.train.online import (
     NonFiniteError,
@@ -202,13 +202,23 @@ def _pad(tensors: list[torch.Tensor], value: int | float, left: bool) -> torch.T
     return torch.cat(out)
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
-    """1 − Var[R − V] / Var[R] over the masked-in tokens; 0 when the returns are constant."""
-    var_returns = masked_mean((returns - masked_mean(returns, mask)) ** 2, mask)
+def explained_variance(
+    values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    procs: distributed.Processes | None = None,
+) -> float:
+    """1 − Var[R − V] / Var[R] over the masked-in tokens (of every process when ``procs``
+    is given); 0 when the returns are constant."""
+
+    def mean(x: torch.Tensor) -> torch.Tensor:
+        return masked_mean(x, mask) if procs is None else distributed.masked_mean(procs, x, mask)
+
+    var_returns = mean((returns - mean(returns)) ** 2)
     if float(var_returns) < 1e-12:
         return 0.0
     residual = returns - values
-    var_residual = masked_mean((residual - masked_mean(residual, mask)) ** 2, mask)
+    var_residual = mean((residual - mean(residual)) ** 2)
     return float(1.0 - var_residual / var_returns)
 
 
@@ -251,10 +261,13 @@ class PPO:
 
     @torch.no_grad()
     def rollout(self, chunks: list[PromptBatch], step: int) -> Rollout:
-        """Sample, score and evaluate every chunk; rewards, GAE advantages and returns."""
+        """Sample, score and evaluate every chunk; rewards, GAE advantages and returns.
+
+        With several processes the rollout holds this process's rows; the whitening and the
+        metrics use the statistics of every process's rows."""
         from nlhf.models import sample
 
-        cfg, policy = self.config, self.trainer.policy
+        cfg, policy, procs = self.config, self.trainer.policy, self.trainer.procs
         parts: dict[str, list[torch.Tensor]] = {}
         timings = {"sample_seconds": 0.0, "judge_seconds": 0.0, "rollout_seconds": 0.0}
         for batch in chunks:
@@ -307,23 +320,25 @@ class PPO:
         keep = mask.bool()
         rewards = kl_penalized_rewards(scores, plp, rlp, keep, self.kl.value)
         kl = (plp - rlp).sum(-1)
-        non_score = (rewards.sum(-1) - scores).mean()
+        non_score = rewards.sum(-1) - scores
         if cfg.whiten_rewards:
-            rewards = masked_whiten(rewards, keep, shift_mean=False)
+            rewards = distributed.masked_whiten(procs, rewards, keep, shift_mean=False)
         advantages, returns = gae(rewards, values, keep, cfg.gamma, cfg.lam)
-        advantages = masked_whiten(advantages, keep)
+        advantages = distributed.masked_whiten(procs, advantages, keep)
+        rows = procs.gather(torch.stack([scores, kl, non_score, mask.sum(1).float()], dim=1))
+        all_scores = rows[:, 0]
         timings["rollout_seconds"] += time.perf_counter() - t3
         metrics = {
-            "reward": float(scores.mean()),
-            "reward_std": float(scores.std()) if len(scores) > 1 else 0.0,
-            "kl": float(kl.mean()),
+            "reward": float(all_scores.mean()),
+            "reward_std": float(all_scores.std()) if len(all_scores) > 1 else 0.0,
+            "kl": float(rows[:, 1].mean()),
             "kl_coef": self.kl.value,
-            "non_score_reward": float(non_score),
-            "returns": float(masked_mean(returns, keep)),
-            "value_mean": float(masked_mean(values, keep)),
-            "explained_variance": explained_variance(values, returns, keep),
-            "length": float(mask.sum(1).float().mean()),
-            **timings,
+            "non_score_reward": float(rows[:, 2].mean()),
+            "returns": float(distributed.masked_mean(procs, returns, keep)),
+            "value_mean": float(distributed.masked_mean(procs, values, keep)),
+            "explained_variance": explained_variance(values, returns, keep, procs),
+            "length": float(rows[:, 3].mean()),
+            **procs.mean_metrics(timings),
         }
         return Rollout(
             prompt_ids, prompt_mask, tokens, mask, old, values, advantages, returns, metrics
@@ -348,36 +363,66 @@ class PPO:
         stats.update(policy_loss=policy_loss.detach(), value_loss=value_loss.detach())
         return policy_loss + cfg.vf_coef * value_loss, stats
 
-    def optimize(self, rollout: Rollout, step: int) -> dict[str, float]:
-        """``ppo_epochs`` shuffled passes of ``mini_batches`` optimizer steps over a rollout."""
-        cfg, trainer = self.config, self.trainer
-        n = rollout.tokens.shape[0]
-        size = n // cfg.mini_batches
-        micro = min(size, max(1, cfg.batch_size // cfg.grad_accum))
-        totals: dict[str, float] = {}
-        updates = cfg.ppo_epochs * cfg.mini_batches
-        trainer.optimizer.zero_grad(set_to_none=True)
+    def minibatches(self, step: int, device) -> list[torch.Tensor]:
+        """This process's rows of each mini-batch, epoch after epoch.
+
+        The mini-batches partition a permutation of the step's global rows, the same
+        whatever the number of processes; process k holds global rows [k·n, (k+1)·n) and
+        takes the mini-batch's rows that fall there (any number, maybe none)."""
+        cfg, procs = self.config, self.trainer.procs
+        total = cfg.batch_size
+        n = total // procs.count
+        lo = procs.index * n
+        size = total // cfg.mini_batches
+        out = []
         for epoch in range(cfg.ppo_epochs):
             (generator,) = row_generators(cfg.seed, step, [epoch], salt=7)
-            order = torch.randperm(n, generator=generator).to(rollout.tokens.device)
+            order = torch.randperm(total, generator=generator)
             for k in range(cfg.mini_batches):
                 index = order[k * size : (k + 1) * size]
-                tokens = float(rollout.mask[index].sum())
-                for start in range(0, size, micro):
-                    part = rollout.rows(index[start : start + micro])
-                    weight = float(part.mask.sum()) / tokens
-                    loss, stats = self.losses(part)
-                    if not torch.isfinite(loss):
-                        raise NonFiniteError("loss", step)
-                    (loss * weight).backward()
-                    for key, value in {"loss": loss.detach(), **stats}.items():
-                        totals[key] = totals.get(key, 0.0) + float(value) * weight / updates
-                try:
-                    norm = trainer.clip_and_step()
-                except NonFiniteError as exc:
-                    raise NonFiniteError(exc.quantity, step) from None
-                totals["grad_norm"] = totals.get("grad_norm", 0.0) + norm / updates
-        return totals
+                if procs.many:
+                    index = index[(index >= lo) & (index < lo + n)] - lo
+                out.append(index.to(device))
+        return out
+
+    def optimize(self, rollout: Rollout, step: int) -> dict[str, float]:
+        """``ppo_epochs`` shuffled passes of ``mini_batches`` optimizer steps over a rollout.
+
+        Each micro-batch's loss (a token mean) is weighted by its tokens over the mini-batch's
+        tokens on every process, so the summed gradient is the whole mini-batch's."""
+        cfg, trainer, procs = self.config, self.trainer, self.trainer.procs
+        size = cfg.batch_size // cfg.mini_batches
+        micro = min(size, max(1, cfg.batch_size // cfg.grad_accum))
+        totals: dict[str, float] = {}
+        norms = 0.0
+        updates = cfg.ppo_epochs * cfg.mini_batches
+        batches = self.minibatches(step, rollout.tokens.device)
+        counts = torch.stack([rollout.mask[index].sum().double() for index in batches])
+        counts = procs.sum(counts).tolist()
+        trainer.optimizer.zero_grad(set_to_none=True)
+        for index, tokens in zip(batches, counts, strict=True):
+            bad = None
+            for start in range(0, len(index), micro):
+                part = rollout.rows(index[start : start + micro])
+                weight = float(part.mask.sum()) / tokens
+                loss, stats = self.losses(part)
+                if not torch.isfinite(loss):
+                    bad = "loss"
+                    break
+                trainer.backward(loss * weight)
+                for key, value in {"loss": loss.detach(), **stats}.items():
+                    totals[key] = totals.get(key, 0.0) + float(value) * weight / updates
+            if procs.agree(bad):
+                raise NonFiniteError("loss", step)
+            try:
+                norms += trainer.clip_and_step() / updates
+            except NonFiniteError as exc:
+                raise NonFiniteError(exc.quantity, step) from None
+        if procs.many:  # a process may hold no rows of some mini-batches: give every key
+            names = ("loss", "policy_loss", "value_loss", "clip_fraction", "approx_kl")
+            names += ("value_clip_fraction", "entropy")
+            totals = procs.sum_metrics({k: totals.get(k, 0.0) for k in names})
+        return {**totals, "grad_norm": norms}
 
     def update(self, chunks: list[PromptBatch], step: int) -> dict[str, float]:
         rollout = self.rollout(chunks, step)
@@ -387,7 +432,7 @@ class PPO:
         for key, value in metrics.items():
             if not torch.isfinite(torch.tensor(value)):
                 raise NonFiniteError(key, step)
-        self.kl.update(rollout.metrics["kl"], rollout.tokens.shape[0])
+        self.kl.update(rollout.metrics["kl"], self.config.batch_size)
         return metrics
 
     # ------------------------------------------------------------------ state
@@ -416,13 +461,16 @@ def train(trainer: Trainer, config: Config) -> tuple[PPO, dict[str, float]]:
     """Run PPO to ``config.steps`` (resuming when a checkpoint exists); save the value head."""
     algorithm = PPO(trainer, config)
     last = trainer.run(algorithm, "ppo")
-    algorithm.save_value_head(config.out)
+    if trainer.procs.is_main:
+        algorithm.save_value_head(config.out)
+    trainer.procs.barrier()
     return algorithm, last
 
 
 def run(config: Config) -> int:
-    _, last = train(Trainer(config), config)
-    print(
+    trainer = Trainer(config)
+    _, last = train(trainer, config)
+    trainer.say(
         f"ppo: {config.steps} steps; last step: "
         + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
         + f"\npolicy saved to {config.out}/policy, "

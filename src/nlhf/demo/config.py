@@ -1,0 +1,143 @@
+"""The options of ``nlhf demo`` and its two size presets (the default run and ``--quick``).
+
+Options left at ``None`` take the preset's value, so ``nlhf demo --quick minutes=1`` is the
+quick run with one minute per method.  :func:`resolved` returns the config with every preset
+value filled in; that is what the stages read and what the report prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from nlhf.config import option
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The knobs that set how long the demo takes."""
+
+    judge_pairs: int
+    judge_words: int
+    judge_max_length: int
+    minutes: float
+    max_steps: int
+    batch_size: int
+    max_new_tokens: int
+    train_prompts: int
+    eval_prompts: int
+    samples_per_prompt: int
+
+
+PRESETS = {
+    # about 20 minutes on 2 CPU cores: ~3 min judges, 2 × 6 min training, ~4 min tournament
+    "default": Sizes(
+        judge_pairs=1000,
+        judge_words=48,
+        judge_max_length=128,
+        minutes=6.0,
+        max_steps=10_000,
+        batch_size=16,
+        max_new_tokens=16,
+        train_prompts=1024,
+        eval_prompts=64,
+        samples_per_prompt=4,
+    ),
+    # about 3 minutes: enough to see the pipeline move, not to measure it
+    "quick": Sizes(
+        judge_pairs=200,
+        judge_words=32,
+        judge_max_length=96,
+        minutes=0.75,
+        max_steps=10,
+        batch_size=8,
+        max_new_tokens=12,
+        train_prompts=128,
+        eval_prompts=16,
+        samples_per_prompt=2,
+    ),
+}
+
+
+@dataclass
+class Config:
+    """RLHF-PPO against Nash-MD-PG on the embedded SmolLM2: train both judges on IMDB human
+    labels, train both policies for the same time, run the tournament, write report.md."""
+
+    out: str = option("", "run folder (empty: runs/demo-<date>-<time>); an existing one resumes")
+    quick: bool = option(False, "toy sizes (about 3 minutes in all): checks the pipeline runs")
+    all_methods: bool = option(
+        False, "also train Nash-MD self-play (β = 0) and Nash-EMA, each with the same budget"
+    )
+    policy: str = option("smollm2", "reference policy: smollm2 (embedded), a folder or hub name")
+    encoder: str = option("minilm", "encoder the judges start from: minilm (embedded), a folder")
+    seed: int = option(0, "seed of the data splits, the heads, sampling and training")
+    lora_r: int = option(16, "LoRA rank of the policies (adapters on every linear layer)")
+    nash_lr: float = option(1.5e-3, "AdamW learning rate of the Nash methods")
+    tau: float = option(0.05, "KL regularization τ of the Nash methods (the paper's τ)")
+    beta: float = option(0.125, "Nash-MD-PG mixture coefficient β (the paper's best value)")
+    ppo_lr: float = option(1e-4, "AdamW learning rate of PPO (4 epochs × 2 mini-batches)")
+    ppo_kl_coef: float = option(0.05, "PPO: initial KL coefficient (adapted towards 6 nats)")
+    pm_rank: int = option(8, "rank of the preference model's skew-symmetric interaction")
+    judge_pairs: int | None = option(
+        None, "IMDB pairs for the judges, 80% train / 20% held out (default 1000; quick 200)"
+    )
+    judge_words: int | None = option(
+        None, "words kept of each review in the judges' pairs (default 48; quick 32)"
+    )
+    judge_max_length: int | None = option(
+        None, "tokens per judged (prompt, response) (default 128; quick 96)"
+    )
+    minutes: float | None = option(
+        None, "training minutes per policy, the same for every method (default 6; quick 0.75)"
+    )
+    max_steps: int | None = option(
+        None, "at most this many steps per policy, even with time left (default 10000; quick 10)"
+    )
+    batch_size: int | None = option(None, "prompts per training step (default 16; quick 8)")
+    max_new_tokens: int | None = option(
+        None, "tokens per completion, in training and tournament (default 16; quick 12)"
+    )
+    train_prompts: int | None = option(
+        None, "IMDB review openings the policies train on (default 1024; quick 128)"
+    )
+    eval_prompts: int | None = option(
+        None, "held-out openings in the tournament (default 64; quick 16)"
+    )
+    samples_per_prompt: int | None = option(
+        None, "tournament completions per prompt and policy (default 4; quick 2)"
+    )
+    progress: bool = option(True, "show progress bars")
+
+    def __post_init__(self) -> None:
+        for name in ("lora_r", "pm_rank"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
+        if not 0.0 <= self.beta <= 1.0:
+            raise ValueError(f"beta must lie in [0, 1], got {self.beta}")
+        for name in ("tau", "nash_lr", "ppo_lr", "ppo_kl_coef"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
+        for field in dataclasses.fields(Sizes):
+            value = getattr(self, field.name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{field.name} must be > 0, got {value}")
+
+    @property
+    def preset(self) -> Sizes:
+        return PRESETS["quick" if self.quick else "default"]
+
+    @property
+    def sizes(self) -> Sizes:
+        """The preset with every option the user set put in place."""
+        chosen = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(Sizes)
+            if getattr(self, f.name) is not None
+        }
+        return dataclasses.replace(self.preset, **chosen)
+
+
+def resolved(config: Config) -> Config:
+    """``config`` with every preset-valued option filled in."""
+    return dataclasses.replace(config, **dataclasses.asdict(config.sizes))

@@ -1,0 +1,182 @@
+"""Data parallelism for the trainers: one process per device, each with a share of every batch.
+
+    from nlhf.train.distributed import Processes
+    procs = Processes()                      # wraps accelerate.Accelerator (one process: no-op)
+    mine = procs.share(global_rows)          # this process's contiguous share
+    ...  each process backpropagates  loss × (its rows / global rows)  ...
+    procs.sync_gradients(params)             # all-reduce SUM: the global-batch gradient
+    metrics = procs.mean_metrics(metrics)    # every process gets the global averages
+
+Started by ``accelerate launch`` (see :mod:`nlhf.train.online` for the command line), the
+processes form a group through :class:`accelerate.Accelerator` (gloo on CPUs, NCCL on GPUs)
+and each one keeps a full copy of the model on its own device.  Nothing wraps the model:
+after the local backward passes, :meth:`Processes.sync_gradients` sums the gradients of the
+trainable parameters over the processes in one flat buffer per dtype, so every process takes
+the same optimizer step and the weights stay identical.  Because each process scales its
+loss by its share of the global batch, the summed gradient is the gradient of the mean over
+the global batch, exactly what one process computes on the whole batch.
+
+Statistics of the whole batch (means, PPO's whitening, the adaptive KL controller's input)
+come from :meth:`gather` (per-row vectors) and :meth:`sum` (sums and counts).  With a single
+process every method returns its input untouched: no copies, no collectives.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, TypeVar
+
+import torch
+
+T = TypeVar("T")
+
+
+def spawned_without_accelerator() -> bool:
+    """True in a process started by torchrun (``accelerate launch --multi_gpu``) on a machine
+    with no GPU or other accelerator: accelerate then needs ``cpu=True`` to form a gloo group
+    (``accelerate launch --cpu`` itself starts a single process)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or torch.cuda.is_available():
+        return False
+    from accelerate import utils
+
+    checks = ("is_npu_available", "is_xpu_available", "is_mlu_available", "is_musa_available")
+    return not any(getattr(utils, name, lambda: False)() for name in checks)
+
+
+class Processes:
+    """This process's place in the group (a thin layer over ``accelerate.Accelerator``)."""
+
+    def __init__(self, accelerator: Any = None) -> None:
+        if accelerator is None:
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(cpu=spawned_without_accelerator())
+        self.accelerator = accelerator
+        self.count = accelerator.num_processes
+        self.index = accelerator.process_index
+        self.is_main = accelerator.is_main_process
+        self.device = accelerator.device
+
+    @property
+    def many(self) -> bool:
+        return self.count > 1
+
+    # ------------------------------------------------------------------ data
+    def share(self, items: list[T]) -> list[T]:
+        """This process's contiguous share of ``items`` (whose length the count divides)."""
+        if not self.many:
+            return items
+        if len(items) % self.count:
+            raise ValueError(f"{len(items)} rows do not split evenly over {self.count} processes")
+        size = len(items) // self.count
+        return items[self.index * size : (self.index + 1) * size]
+
+    # ------------------------------------------------------------------ collectives
+    def sum(self, values: torch.Tensor) -> torch.Tensor:
+        """Element-wise sum over the processes (every process gets the result)."""
+        if not self.many:
+            return values
+        return self.accelerator.reduce(values, reduction="sum")
+
+    def gather(self, rows: torch.Tensor) -> torch.Tensor:
+        """The processes' tensors concatenated along dim 0, in process order (equal shapes)."""
+        if not self.many:
+            return rows
+        return self.accelerator.gather(rows.contiguous())
+
+    def _reduce_metrics(self, metrics: dict[str, float], divide: bool) -> dict[str, float]:
+        if not self.many or not metrics:
+            return metrics
+        keys = sorted(metrics)
+        values = torch.tensor([float(metrics[k]) for k in keys], dtype=torch.float64)
+        total = self.sum(values.to(self.device)).cpu()
+        if divide:
+            total = total / self.count
+        return {k: float(v) for k, v in zip(keys, total, strict=True)}
+
+    def mean_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Each value averaged over the processes (every process must pass the same keys)."""
+        return self._reduce_metrics(metrics, divide=True)
+
+    def sum_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Each value summed over the processes (for values already weighted by share)."""
+        return self._reduce_metrics(metrics, divide=False)
+
+    def agree(self, bad: str | None) -> str | None:
+        """The first process's non-finite quantity if any process found one, else None.
+
+        Every process must call this at the same point, so that all of them stop (or skip
+        the update) together instead of some waiting forever in the next collective.
+        """
+        if not self.many:
+            return bad
+        flag = torch.tensor([0.0 if bad is None else 1.0], device=self.device)
+        if float(self.sum(flag)) == 0:
+            return None
+        from accelerate.utils import gather_object
+
+        names = gather_object([bad])
+        return next(name for name in names if name is not None)
+
+    @torch.no_grad()
+    def sync_gradients(self, params: list[torch.nn.Parameter]) -> None:
+        """Sum every parameter's gradient over the processes (a missing one counts as 0)."""
+        if not self.many:
+            return
+        by_dtype: dict[torch.dtype, list[torch.nn.Parameter]] = {}
+        for p in params:
+            by_dtype.setdefault(p.dtype, []).append(p)
+        for group in by_dtype.values():
+            flat = torch.cat(
+                [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in group]
+            )
+            flat = self.accelerator.reduce(flat, reduction="sum")
+            offset = 0
+            for p in group:
+                n = p.numel()
+                p.grad = flat[offset : offset + n].view_as(p)
+                offset += n
+
+    @torch.no_grad()
+    def broadcast_parameters(self, params: list[torch.nn.Parameter]) -> None:
+        """Copy the main process's values of ``params`` to every process."""
+        if not self.many:
+            return
+        import torch.distributed as dist
+
+        for p in params:
+            dist.broadcast(p.data, src=0)
+
+    def barrier(self) -> None:
+        if self.many:
+            self.accelerator.wait_for_everyone()
+
+
+# --------------------------------------------------------------------------- global statistics
+
+
+def masked_mean(procs: Processes, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """:func:`nlhf.losses.masked_mean` over the masked-in entries of every process."""
+    from nlhf import losses
+
+    if not procs.many:
+        return losses.masked_mean(x, mask)
+    m = mask.to(x.dtype)
+    total = procs.sum(torch.stack([(x * m).sum(), m.sum()]))
+    return total[0] / total[1].clamp(min=1.0)
+
+
+def masked_whiten(
+    procs: Processes, x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True
+) -> torch.Tensor:
+    """:func:`nlhf.losses.masked_whiten` with the mean and variance of every process's rows."""
+    from nlhf import losses
+
+    if not procs.many:
+        return losses.masked_whiten(x, mask, shift_mean)
+    mean = masked_mean(procs, x, mask)
+    var = masked_mean(procs, (x - mean) ** 2, mask)
+    whitened = (x - mean) * torch.rsqrt(var + 1e-8)
+    if not shift_mean:
+        whitened = whitened + mean
+    return whitened * mask.to(x.dtype)

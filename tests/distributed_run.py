@@ -1,0 +1,67 @@
+"""A few steps of online training on a tiny random-init GPT-2, for the multi-process test.
+
+    python tests/distributed_run.py OUT [ALGORITHM ...] [--grad-accum N]
+    accelerate launch --cpu --num_processes 2 --num_machines 1 --mixed_precision no \\
+        --dynamo_backend no tests/distributed_run.py OUT nash-md ppo
+
+Each algorithm (nash-md, ppo, online-dpo, nash-ema, nash-mp) trains into ``OUT/<algorithm>``
+with the same global batch; the judge counts lowercase letters (a plain function, so every
+launched process builds its own).  tests/test_train_distributed.py compares the outputs of
+one and of two processes.
+"""
+
+import argparse
+
+from nlhf.models import Policy, PolicyConfig
+from nlhf.models.judges import FunctionJudge
+from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+from nlhf.train import nash_ema, nash_md, nash_mp, online_dpo, ppo
+from nlhf.train.online import Trainer
+
+PROMPTS = ["say a", "hello", "abc", "x", "the cat", "a b", "Hi", "zz top"]
+ALGORITHMS = {
+    "nash-md": (nash_md, nash_md.NashMDPG, {}),
+    "ppo": (ppo, ppo.PPO, {"ppo_epochs": 2, "mini_batches": 2, "lr": 3e-3}),
+    "online-dpo": (online_dpo, online_dpo.OnlineDPO, {"label": "soft"}),
+    "nash-ema": (nash_ema, nash_ema.NashEMA, {"ema_decay": 0.5}),
+    "nash-mp": (nash_mp, nash_mp.NashMP, {"prox_steps": 2}),
+}
+
+
+def lowercase(prompt: str, text: str) -> float:
+    return float(sum(ch.islower() for ch in text))
+
+
+def train(out: str, name: str, grad_accum: int) -> None:
+    module, algorithm, extra = ALGORITHMS[name]
+    tok = byte_tokenizer()
+    model = tiny_causal_lm(
+        "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id, seed=0,
+    )  # fmt: skip
+    policy = Policy(model, tok, PolicyConfig(lora_r=0))
+    settings = dict(
+        out=f"{out}/{name}", steps=3, batch_size=4, grad_accum=grad_accum, max_new_tokens=5,
+        lr=1e-2, checkpoint_every=2, progress=False, tensorboard=False, seed=3,
+    )  # fmt: skip
+    settings.update(extra)
+    config = module.Config(**settings)
+    trainer = Trainer(config, policy=policy, judge=FunctionJudge(lowercase), prompts=PROMPTS)
+    if name == "ppo":
+        ppo.train(trainer, config)  # also writes value_head.safetensors
+    else:
+        trainer.run(algorithm(trainer, config), name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("algorithms", nargs="*", default=["nash-md", "ppo"])
+    parser.add_argument("--grad-accum", type=int, default=1)
+    args = parser.parse_args()
+    for name in args.algorithms:
+        train(args.out, name, args.grad_accum)
+
+
+if __name__ == "__main__":
+    main()

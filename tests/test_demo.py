@@ -1,0 +1,207 @@
+"""``nlhf demo``: presets, the per-stage plan, resuming, the report's verdicts (fast tests);
+the interrupted-and-resumed pipeline on tiny models; ``--quick`` on the embedded SmolLM2."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nlhf.config import ConfigError
+from nlhf.demo.config import PRESETS, Config, resolved
+from nlhf.demo.plan import Layout, judge_configs, methods, tournament_entrants
+from nlhf.demo.report import compare, smooth, verdict, verdict_lines
+from nlhf.demo.run import command_line, start_or_resume
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_presets_fill_only_what_the_user_left_open():
+    quick = resolved(Config(quick=True, minutes=1.5))
+    assert quick.minutes == 1.5
+    assert quick.batch_size == PRESETS["quick"].batch_size
+    default = resolved(Config())
+    assert default.eval_prompts == PRESETS["default"].eval_prompts == 64
+    assert default.samples_per_prompt >= 4  # several samples per prompt: tight intervals
+
+
+def test_bad_sizes_are_refused():
+    with pytest.raises(ValueError, match="minutes must be > 0"):
+        Config(minutes=0)
+    with pytest.raises(ValueError, match="beta must lie in"):
+        Config(beta=1.5)
+
+
+def test_plan_trains_ppo_on_the_reward_model_and_nash_md_on_the_preference_model(tmp_path):
+    config = resolved(Config(out=str(tmp_path)))
+    layout = Layout(tmp_path)
+    chosen = methods(config, layout)
+    assert [m.name for m in chosen] == ["ppo", "nash-md"]
+    ppo, nash = chosen
+    assert ppo.config.judge.endswith("reward-model/model")
+    assert nash.config.judge.endswith("preference-model/model")
+    assert nash.config.beta == 0.125
+    for m in chosen:  # same budget, same reference, same data, LoRA
+        assert m.config.time_limit == config.minutes
+        assert m.config.policy == "smollm2" and m.config.lora_r == 16
+        assert m.config.prompts == str(layout.train_prompts)
+    everything = methods(resolved(Config(out=str(tmp_path), all_methods=True)), layout)
+    assert [m.name for m in everything] == ["ppo", "nash-md", "self-play", "nash-ema"]
+    assert everything[2].config.beta == 0.0
+    judges = judge_configs(config, layout)
+    assert {c.data for c in judges.values()} == {"imdb"}
+    assert len({(c.max_pairs, c.seed, c.held_out) for c in judges.values()}) == 1  # same split
+    assert tournament_entrants(config, layout)[0] == "reference"
+
+
+def test_resuming_with_other_options_is_refused(tmp_path):
+    layout = Layout(tmp_path / "run")
+    config = resolved(Config(out=str(layout.root), quick=True))
+    start_or_resume(config, layout)
+    start_or_resume(config, layout)  # same options: resumes
+    with pytest.raises(ConfigError, match=r"minutes: 0.75 then, 2.0 now"):
+        start_or_resume(resolved(Config(out=str(layout.root), quick=True, minutes=2.0)), layout)
+
+
+def test_command_line_names_only_what_differs(tmp_path):
+    config = resolved(Config(out="runs/x", quick=True, tau=0.1))
+    assert command_line(config) == "nlhf demo --quick tau=0.1 --out runs/x"
+
+
+def fake_tournament(p):
+    """Two policies; P(row ≻ col) = p for nash-md over reference, with a ±0.05 interval."""
+    return {
+        "policies": [{"name": "reference"}, {"name": "nash-md"}],
+        "judges": {
+            "vader": {
+                "win_rate": [[0.5, 1 - p], [p, 0.5]],
+                "low": [[None, 1 - p - 0.05], [p - 0.05, None]],
+                "high": [[None, 1 - p + 0.05], [p + 0.05, None]],
+            }
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "p, expected",
+    [(0.74, "nash-md beats reference"), (0.3, "reference beats nash-md"), (0.52, "no significant")],
+)
+def test_verdicts_follow_the_interval(p, expected):
+    t = fake_tournament(p)
+    estimate = compare(t, "vader", "nash-md", "reference")
+    assert estimate["mean"] == pytest.approx(p)
+    assert expected in verdict(estimate, "nash-md", "reference")
+    assert any(expected in line for line in verdict_lines(t, ["nash-md"]))
+
+
+def test_smooth_is_a_trailing_mean():
+    x = np.array([1.0, 3.0, 5.0, 7.0])
+    np.testing.assert_allclose(smooth(x, 2), [1.0, 2.0, 4.0, 6.0])
+    np.testing.assert_allclose(smooth(x, 1), x)
+
+
+# --------------------------------------------------------------------------- end to end
+
+TINY_SIZES = [
+    "judge_pairs=40",
+    "judge_words=12",
+    "judge_max_length=48",
+    "max_steps=100000",  # the time limit ends training
+    "batch_size=4",
+    "max_new_tokens=6",
+    "train_prompts=16",
+    "eval_prompts=4",
+    "samples_per_prompt=2",
+    "lora_r=4",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    from eval_tiny import build_folders
+    from tiny_encoder import make_tiny_encoder
+
+    root = tmp_path_factory.mktemp("demo-models")
+    words = "the a movie film good bad great awful review write".split()
+    return build_folders(root)["base"], make_tiny_encoder(root / "encoder", words)
+
+
+def demo_command(out, tiny_models, minutes):
+    policy, encoder = tiny_models
+    return [
+        sys.executable, "-m", "nlhf.cli", "demo", "--out", str(out), "--no-progress",
+        f"policy={policy}", f"encoder={encoder}", f"minutes={minutes}", *TINY_SIZES,
+    ]  # fmt: skip
+
+
+def test_interrupted_demo_resumes_and_writes_the_report(tmp_path, tiny_models):
+    """Ctrl-C while the second policy trains; the same command then finishes the run
+    without redoing the finished stages."""
+    out = tmp_path / "run"
+    cmd = demo_command(out, tiny_models, minutes=0.25)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    stages = out / "stages.json"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if stages.exists() and "train ppo" in json.loads(stages.read_text()):
+            time.sleep(2.0)  # inside Nash-MD's training
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[0]
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, output
+    assert "continue where it stopped with" in output
+    assert not (out / "report.md").exists()
+    done = json.loads(stages.read_text())
+    assert "train ppo" in done and "train nash-md" not in done
+
+    resumed = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    for stage in ("prompts", "judges", "train ppo"):
+        assert f"[demo] {stage}: done in an earlier run, skipped" in resumed.stdout
+    report = (out / "report.md").read_text()
+    for section in ("## Verdict", "## 1. Judges", "## 2. Training", "## 3. Tournament",
+                    "## 4. Completions", "## 5. Configuration"):  # fmt: skip
+        assert section in report
+    assert (out / "curves.png").stat().st_size > 10_000
+    assert (out / "tournament" / "heatmap.png").exists()
+    tournament = json.loads((out / "tournament" / "tournament.json").read_text())
+    assert [p["name"] for p in tournament["policies"]] == ["reference", "ppo", "nash-md"]
+    assert set(tournament["judges"]) == {"vader", "preference-model"}
+    for name in ("ppo", "nash-md"):  # each trained for its budget, no more (one step over)
+        rows = [json.loads(x) for x in (out / "policies" / name / "metrics.jsonl").open()]
+        seconds = sum(r["step_seconds"] for r in rows)
+        assert 15.0 <= seconds <= 15.0 + 2 * max(r["step_seconds"] for r in rows)
+
+
+@pytest.mark.slow
+def test_quick_demo_on_the_embedded_models(tmp_path):
+    """``nlhf demo --quick`` on SmolLM2 + MiniLM: every stage runs and Nash-MD-PG's
+    completions score higher under VADER (a judge it never saw) than the reference's."""
+    out = tmp_path / "quick"
+    result = subprocess.run(
+        [sys.executable, "-m", "nlhf.cli", "demo", "--quick", "--no-progress", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"report: {out / 'report.md'}" in result.stdout
+    tournament = json.loads((out / "tournament" / "tournament.json").read_text())
+    score = {p["name"]: p["scores"]["vader"]["mean"] for p in tournament["policies"]}
+    assert score["nash-md"] > score["reference"] + 0.05, score
+    stages = json.loads((out / "stages.json").read_text())
+    for name in ("judges", "train ppo", "train nash-md", "tournament"):
+        assert name in stages
+    accuracy = stages["judges"]["held_out_accuracy"]
+    assert accuracy["preference-model"] > 0.6 and accuracy["reward-model"] > 0.6, accuracy

@@ -1,0 +1,123 @@
+"""The tutorial notebook: stored without outputs, and it runs top to bottom in quick mode.
+
+    .venv/bin/python -m pytest tests/test_notebook.py -q
+
+The execution test starts a kernel from this interpreter's environment (ipykernel's
+``python3`` spec, launched with ``sys.executable``), sets ``NLHF_NOTEBOOK_QUICK=1`` and
+``NLHF_NOTEBOOK_OUT`` to a temporary folder, and checks what the notebook computed: the
+judges' accuracies, the tabular Nash-MD curve against Theorem 1's bound, the training
+metrics and the 3 × 3 tournament.  It uses the embedded SmolLM2 and MiniLM (about two
+minutes on two CPU cores).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "tutorial.ipynb"
+CELL_TIMEOUT = 600  # seconds per cell; quick-mode cells take well under a minute
+
+
+def test_committed_notebook_has_no_outputs():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbformat.validate(nb)
+    dirty = [
+        i
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count"))
+    ]
+    assert not dirty, f"cells {dirty} carry outputs: strip them before committing"
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+def test_notebook_images_exist():
+    """Every image a markdown cell shows is in the repository."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    images = [part.split(")")[0] for part in text.split("](")[1:]]
+    local = [i for i in images if not i.startswith("http")]
+    assert local, "the notebook shows no diagrams"
+    for name in local:
+        assert (NOTEBOOK.parent / name).is_file(), name
+
+
+@pytest.mark.slow
+def test_notebook_runs_in_quick_mode(tmp_path, monkeypatch):
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    out = tmp_path / "out"
+    monkeypatch.setenv("NLHF_NOTEBOOK_QUICK", "1")
+    monkeypatch.setenv("NLHF_NOTEBOOK_OUT", str(out))
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell("import sys\nprint(sys.executable)"))
+    client = NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
+    )
+    try:
+        client.execute()
+    except CellExecutionError as exc:  # pragma: no cover - the message names the cell
+        pytest.fail(f"a notebook cell raised:\n{exc}")
+
+    # the kernel ran this environment's interpreter
+    first = "".join(o.get("text", "") for o in nb.cells[0].outputs)
+    assert Path(first.strip()).resolve() == Path(sys.executable).resolve()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["quick"] is True
+
+    for judge in ("reward_model", "preference_model"):
+        acc = summary[judge]["accuracy"]
+        low, high = summary[judge]["ci95"]
+        assert 0.0 <= low <= acc <= high <= 1.0, (judge, acc, low, high)
+    assert summary["reward_model"]["pairs"] >= 10
+
+    tab = summary["tabular"]
+    assert tab["nash_md_below_bound"] is True
+    assert tab["final_kl"]["nash-md"] < tab["bound_final"]
+    assert tab["final_kl"]["nash-md"] < 1e-3 * tab["nash_md_kl_start"]
+    assert tab["final_kl"]["best-response"] > 1e-2  # the fixed opponent converges elsewhere
+
+    for run, steps in (("ppo", "ppo_steps"), ("ppo-no-kl", "ppo_steps"), ("nash-md", "nash_steps")):
+        lines = (out / run / "metrics.jsonl").read_text().splitlines()
+        assert len(lines) == summary["sizes"][steps]
+        assert (out / run / "policy").is_dir()
+        for line in lines:
+            assert all(math.isfinite(v) for v in json.loads(line).values() if isinstance(v, float))
+    hacking = summary["reward_hacking"]
+    assert set(hacking) == {"reference", "ppo", "ppo-no-kl"}
+    assert all(0.0 <= h["distinct"] <= 1.0 and -1.0 <= h["vader"] <= 1.0 for h in hacking.values())
+
+    tournament = json.loads((out / "tournament" / "tournament.json").read_text())
+    assert [p["name"] for p in tournament["policies"]] == ["reference", "ppo", "nash-md"]
+    assert set(tournament["judges"]) == {"vader", "preference model", "reward model"}
+    for judge in tournament["judges"].values():
+        matrix = judge["win_rate"]
+        assert len(matrix) == 3 and all(len(row) == 3 for row in matrix)
+        for a in range(3):
+            assert matrix[a][a] == pytest.approx(0.5)
+            for b in range(3):
+                assert 0.0 <= matrix[a][b] <= 1.0
+                assert matrix[a][b] + matrix[b][a] == pytest.approx(1.0, abs=1e-6)
+    assert tournament["n_prompts"] == summary["sizes"]["tournament_prompts"]
+    assert (out / "tournament" / "heatmap.png").stat().st_size > 1000
+
+    # the figures and tables were displayed
+    pngs = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(pngs) >= 6  # margins, PPO curves, two tabular plots, Nash-MD-PG curves, heat map
+    assert any("text/markdown" in o.get("data", {}) for o in outputs)

@@ -1,0 +1,200 @@
+"""Data-parallel training: ``accelerate launch`` with 2 CPU processes (gloo) reproduces 1 process.
+
+The same tiny runs (tests/distributed_run.py; global batch 4, 3 steps) go through plain
+``python`` and through ``accelerate launch --multi_gpu --num_processes 2`` (on a machine
+without GPUs the trainer forms a gloo group on the CPU; ``--cpu`` would start one process).
+
+- Same global batch, 1 process with ``grad_accum=1`` (nash-md, ppo, online-dpo): per step the
+  logged loss agrees to 1e-5 (absolute), the gradient norm before clipping to 1e-4 (relative:
+  a loss summed instead of averaged over the processes doubles it, which Adam and clipping
+  would hide in the weights), the other logged statistics to 1e-4; the final weights to atol
+  1e-4 / rtol 1e-3 after moving well away from their initial values.  The processes pad
+  their halves of the batch separately, so float rounding differs slightly.
+- 1 process with ``grad_accum=2`` forms exactly the chunks of the two processes (nash-md,
+  online-dpo, nash-ema, nash-mp): loss, gradient norm and weights are equal bit for bit.
+
+A last test launches the documented command line, ``accelerate launch ... -m nlhf.cli train
+ppo``, against ``python -m nlhf.cli train ppo``.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from online_harness import metrics, policy_weights, saved_tensors
+
+HERE = Path(__file__).parent
+ALGORITHMS = ["nash-md", "ppo", "online-dpo"]
+SAME_CHUNKS = ["nash-md", "online-dpo", "nash-ema", "nash-mp"]
+LOGGED = {
+    "nash-md": ("win_rate", "kl", "length", "mixture_length"),
+    "ppo": ("reward", "reward_std", "kl", "kl_coef", "returns", "value_mean", "policy_loss",
+            "value_loss", "clip_fraction", "approx_kl", "entropy", "length"),
+    "online-dpo": ("judge_chosen_prob", "tie_rate", "reward_margin", "reward_accuracy", "kl",
+                   "length"),
+}  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(*args: str, processes: int, timeout: int = 240) -> subprocess.CompletedProcess:
+    """``python ARGS`` (1 process) or ``accelerate launch --cpu ... ARGS`` (several)."""
+    if processes == 1:
+        command = [sys.executable, *args]
+    else:
+        command = [
+            str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu",
+            "--num_processes", str(processes), "--num_machines", "1",
+            "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--main_process_port", str(free_port()), *args,
+        ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as accelerate launch sets it on CPUs
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    """p1: 1 process; p1-accum2: 1 process, grad_accum 2; p2: 2 processes."""
+    root = tmp_path_factory.mktemp("distributed")
+    script = str(HERE / "distributed_run.py")
+    both = sorted(set(ALGORITHMS) | set(SAME_CHUNKS))
+    launch(script, str(root / "p2"), *both, processes=2)
+    launch(script, str(root / "p1"), *ALGORITHMS, processes=1)
+    launch(script, str(root / "p1-accum2"), *SAME_CHUNKS, "--grad-accum", "2", processes=1)
+    return root
+
+
+@pytest.fixture
+def runs(root):
+    return root / "p1", root / "p2"
+
+
+def initial_weights() -> dict:
+    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+
+    tok = byte_tokenizer()
+    model = tiny_causal_lm(
+        "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id, seed=0,
+    )  # fmt: skip
+    return model.state_dict()
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_two_processes_reproduce_one(runs, algorithm):
+    one, two = (metrics(folder / algorithm) for folder in runs)
+    assert [r["step"] for r in one] == [r["step"] for r in two] == [1, 2, 3]
+    for a, b in zip(one, two, strict=True):
+        assert abs(a["loss"] - b["loss"]) <= 1e-5, (a["step"], a["loss"], b["loss"])
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4, abs=1e-7)
+        for key in LOGGED[algorithm]:
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-4), (a["step"], key)
+    assert len({r["loss"] for r in one}) == 3  # the loss moves: the runs learn something
+
+    assert len({r["grad_norm"] for r in two}) == 3
+    w1, w2 = (policy_weights(folder / algorithm) for folder in runs)
+    assert w1.keys() == w2.keys()
+    for key in w1:
+        torch.testing.assert_close(w2[key], w1[key], atol=1e-4, rtol=1e-3)
+    start = initial_weights()
+    moved = max(float((w1[k] - start[k]).abs().max()) for k in w1 if k in start)
+    assert moved > 1e-2  # lr 1e-2 for 3 steps: far more than the tolerance above
+
+    # the main process alone wrote the outputs, once
+    two_folder = runs[1] / algorithm
+    assert (two_folder / "checkpoints" / "step-2" / "state.pt").exists()
+    assert json.loads((two_folder / "config.json").read_text())["processes"] == 2
+    assert json.loads((runs[0] / algorithm / "config.json").read_text())["processes"] == 1
+    if algorithm == "ppo":
+        h1, h2 = (saved_tensors(folder / "ppo" / "value_head.safetensors") for folder in runs)
+        for key in h1:
+            torch.testing.assert_close(h2[key], h1[key], atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("algorithm", SAME_CHUNKS)
+def test_two_processes_equal_one_process_with_their_chunks(root, algorithm):
+    one, two = (metrics(root / name / algorithm) for name in ("p1-accum2", "p2"))
+    assert len(one) == len(two) == 3
+    for a, b in zip(one, two, strict=True):
+        assert (a["loss"], a["grad_norm"]) == (b["loss"], b["grad_norm"])
+    from online_harness import assert_identical
+
+    assert_identical(*(policy_weights(root / name / algorithm) for name in ("p1-accum2", "p2")))
+
+
+@pytest.mark.slow  # about 15-20 s: two more launches of the full CLI
+def test_cli_under_accelerate_launch(tmp_path):
+    """The documented command: ``accelerate launch ... -m nlhf.cli train ppo``."""
+    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+
+    tok = byte_tokenizer()
+    model = tiny_causal_lm(
+        "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id, seed=0,
+    )  # fmt: skip
+    model.save_pretrained(tmp_path / "tiny")
+    tok.save_pretrained(tmp_path / "tiny")
+    prompts = ["I loved", "This film", "The worst", "What a", "Great", "Sad"]
+    (tmp_path / "prompts.jsonl").write_text(
+        "".join(json.dumps({"prompt": p}) + "\n" for p in prompts)
+    )
+    args = [
+        "-m", "nlhf.cli", "train", "ppo", "--policy", str(tmp_path / "tiny"), "--lora-r", "2",
+        "--prompts", str(tmp_path / "prompts.jsonl"), "--judge", "vader", "--steps", "2",
+        "--batch-size", "4", "--max-new-tokens", "4", "--lr", "0.01", "--no-progress",
+        "--no-tensorboard",
+    ]  # fmt: skip
+    outs = []
+    for processes in (1, 2):
+        out = tmp_path / f"p{processes}"
+        done = launch(*args, "--out", str(out), processes=processes)
+        assert done.stdout.count("ppo: 2 steps") == 1  # the summary from the main process only
+        outs.append(metrics(out))
+    for a, b in zip(*outs, strict=True):
+        assert abs(a["loss"] - b["loss"]) <= 1e-5
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4)
+
+
+# --------------------------------------------------------------------------- in one process
+
+
+class FakeAccelerator(SimpleNamespace):
+    """What :class:`nlhf.train.distributed.Processes` reads, for a process of a pretend group."""
+
+
+def fake(index: int, count: int = 2):
+    return FakeAccelerator(
+        num_processes=count, process_index=index, is_main_process=index == 0, device="cpu"
+    )
+
+
+def test_batch_must_split_over_processes_and_chunks():
+    from nlhf.train import nash_md
+    from nlhf.train.online import Trainer
+
+    config = nash_md.Config(batch_size=6, grad_accum=2, progress=False)
+    with pytest.raises(ValueError, match=r"multiple of the number of processes \(2\) × grad_acc"):
+        Trainer(config, accelerator=fake(0))
+
+
+def test_shares_are_contiguous_and_cover_the_batch():
+    from nlhf.train.distributed import Processes
+
+    rows = list(range(8))
+    shares = [Processes(fake(i, 4)).share(rows) for i in range(4)]
+    assert shares == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    with pytest.raises(ValueError, match="do not split evenly"):
+        Processes(fake(0, 3)).share(rows)
