@@ -116,18 +116,19 @@ def test_pair_loss_and_config_reject_bad_settings():
 # --------------------------------------------------------------------------- the algorithm
 
 
-def test_one_decode_loop_and_one_gradient_forward_per_chunk(tmp_path, monkeypatch):
+def test_one_decode_loop_one_reference_and_one_gradient_forward_per_chunk(tmp_path, monkeypatch):
     import nlhf.models as models
     from nlhf.models.policy import Policy
     from nlhf.train import online_dpo
 
     trainer, config = namespace["make"](tmp_path, steps=2, batch_size=4, grad_accum=2)
-    calls = {"sample": [], "logprobs": []}
+    calls = {"sample": [], "logprobs": [], "reference": []}
     real_sample, real_logprobs = models.sample, Policy.logprobs
+    real_reference = Policy.reference_logprobs
 
     def counting_sample(policy, ids, mask, *args, **kwargs):
         calls["sample"].append((ids.shape[0], [g.initial_seed() for g in kwargs["generator"]]))
-        assert kwargs["reference"] is not None  # reference log-probs recorded in the loop
+        assert kwargs.get("reference") is None  # no reference forward per decoded token
         return real_sample(policy, ids, mask, *args, **kwargs)
 
     def counting_logprobs(self, prompt_ids, *args):
@@ -135,11 +136,18 @@ def test_one_decode_loop_and_one_gradient_forward_per_chunk(tmp_path, monkeypatc
         return real_logprobs(self, prompt_ids, *args)
 
     monkeypatch.setattr(models, "sample", counting_sample)
+
+    def counting_reference(self, prompt_ids, *args):
+        calls["reference"].append(prompt_ids.shape[0])
+        return real_reference(self, prompt_ids, *args)
+
     monkeypatch.setattr(Policy, "logprobs", counting_logprobs)
+    monkeypatch.setattr(Policy, "reference_logprobs", counting_reference)
     last = trainer.run(online_dpo.OnlineDPO(trainer, config), "online-dpo")
     # 2 steps × 2 chunks of 2 prompts: each one decode loop over 4 rows, one forward over 4
     assert [rows for rows, _ in calls["sample"]] == [4] * 4
     assert calls["logprobs"] == [4] * 4
+    assert calls["reference"] == [4] * 4  # one reference forward over the finished rows
     for _, seeds in calls["sample"]:
         assert len(set(seeds)) == 4  # the two samples of a prompt use distinct generators
     expected = {

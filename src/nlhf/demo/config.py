@@ -43,13 +43,13 @@ PRESETS = {
         eval_prompts=64,
         samples_per_prompt=4,
     ),
-    # about 3 minutes: enough to see the pipeline move, not to measure it
+    # about 2 minutes: every stage runs; too small for the results to mean anything
     "quick": Sizes(
         judge_pairs=200,
         judge_words=32,
         judge_max_length=96,
-        minutes=0.75,
-        max_steps=10,
+        minutes=0.5,
+        max_steps=10_000,
         batch_size=8,
         max_new_tokens=12,
         train_prompts=128,
@@ -65,7 +65,9 @@ class Config:
     labels, train both policies for the same time, run the tournament, write report.md."""
 
     out: str = option("", "run folder (empty: runs/demo-<date>-<time>); an existing one resumes")
-    quick: bool = option(False, "toy sizes (about 3 minutes in all): checks the pipeline runs")
+    quick: bool = option(
+        False, "toy sizes (about 2 minutes in all): checks that every stage runs, measures nothing"
+    )
     all_methods: bool = option(
         False, "also train Nash-MD self-play (β = 0) and Nash-EMA, each with the same budget"
     )
@@ -89,10 +91,10 @@ class Config:
         None, "tokens per judged (prompt, response) (default 128; quick 96)"
     )
     minutes: float | None = option(
-        None, "training minutes per policy, the same for every method (default 6; quick 0.75)"
+        None, "training minutes per policy, the same for every method (default 6; quick 0.5)"
     )
     max_steps: int | None = option(
-        None, "at most this many steps per policy, even with time left (default 10000; quick 10)"
+        None, "at most this many steps per policy, even with time left (default and quick 10000)"
     )
     batch_size: int | None = option(None, "prompts per training step (default 16; quick 8)")
     max_new_tokens: int | None = option(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -57,7 +58,11 @@ def prepare_prompts(config: Config, layout: Layout) -> dict[str, Any]:
     )
     pool[: config.eval_prompts].to_jsonl(layout.eval_prompts)
     pool[config.eval_prompts :].to_jsonl(layout.train_prompts)
-    return {"train_prompts": config.train_prompts, "eval_prompts": config.eval_prompts}
+    return {
+        "train_prompts": config.train_prompts,
+        "eval_prompts": config.eval_prompts,
+        "cpus": os.cpu_count(),  # for the report: how big the machine was
+    }
 
 
 def train_judges(config: Config, layout: Layout) -> dict[str, Any]:

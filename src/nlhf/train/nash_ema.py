@@ -238,7 +238,7 @@ def run(config: Config) -> int:
     trainer = Trainer(config)
     last = trainer.run(NashEMA(trainer, config), "nash-ema")
     trainer.say(
-        f"nash-ema: {config.steps} steps; last step: "
+        f"nash-ema: {trainer.steps_done} steps; last step: "
         + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
         + f"\npolicy saved to {config.out}/policy"
     )

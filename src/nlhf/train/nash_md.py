@@ -105,7 +105,7 @@ def run(config: Config) -> int:
     trainer = Trainer(config)
     last = trainer.run(NashMDPG(trainer, config), "nash-md")
     trainer.say(
-        f"nash-md: {config.steps} steps; last step: "
+        f"nash-md: {trainer.steps_done} steps; last step: "
         + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
         + f"\npolicy saved to {config.out}/policy"
     )

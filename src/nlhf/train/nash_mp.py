@@ -266,7 +266,7 @@ def run(config: Config) -> int:
     trainer = Trainer(config)
     last = trainer.run(NashMP(trainer, config), "nash-mp")
     trainer.say(
-        f"nash-mp: {config.steps} steps; last step: "
+        f"nash-mp: {trainer.steps_done} steps; last step: "
         + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
         + f"\npolicy saved to {config.out}/policy"
     )

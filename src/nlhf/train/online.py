@@ -351,6 +351,7 @@ class Trainer:
         self.out = Path(config.out)
         self.checkpoints = Checkpointer(self.out / "checkpoints")
         self.elapsed = 0.0  # seconds of training steps so far, resumed runs included
+        self.steps_done = 0  # the step reached when run() returned
 
     def batches(self, step: int) -> list[PromptBatch]:
         """This process's share of the step's prompts, in ``grad_accum`` chunks."""
@@ -479,6 +480,7 @@ class Trainer:
             disable=not (cfg.progress and main),
         )
         last: dict[str, float] = {}
+        self.steps_done = start
         for step in range(start, cfg.steps):
             if limit and self.procs.agree("time" if self.elapsed >= limit else None):
                 if main:
@@ -521,6 +523,7 @@ class Trainer:
                     if k in ("loss", "win_rate", "kl", "reward")
                 }
             )
+            self.steps_done = step + 1
             if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
                 self.save_checkpoint(step + 1, algorithm)
         bar.close()

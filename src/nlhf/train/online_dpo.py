@@ -6,9 +6,11 @@
 
 Each step, for every prompt x: two completions a, b ~ π_θ come out of one KV-cached decode
 loop (the prompt batch repeated twice, each row with its own generator), which also records
-the reference log-probs log μ(a), log μ(b), so there is no separate reference forward.  The
-judge gives P(a ≻ b | x); the pair is ordered into (chosen y_w, rejected y_l) and the loss
-is :func:`nlhf.losses.dpo_loss` or :func:`nlhf.losses.ipo_loss` on the sequence log-ratios
+log π of every sampled token; the reference log-probs log μ(a), log μ(b) come from ONE
+no-gradient forward over the finished 2B rows (cheaper than a reference forward at every
+decoded token: the decode loop then makes half the model calls).  The judge gives
+P(a ≻ b | x); the pair is ordered into (chosen y_w, rejected y_l) and the loss is
+:func:`nlhf.losses.dpo_loss` or :func:`nlhf.losses.ipo_loss` on the sequence log-ratios
 h = log π/μ(y_w) − log π/μ(y_l), with log π of both completions from ONE batched gradient
 forward over the 2B rows.
 
@@ -36,7 +38,8 @@ rewards/*): ``reward_chosen``, ``reward_rejected``, ``reward_margin`` = mean β�
 judge (h > 0); ``logp_chosen``, ``logp_rejected`` (sequence log π); ``kl`` = mean Σ_t log π/μ
 over both samples (a sample estimate of KL(π‖μ)); ``length``, ``length_chosen``,
 ``length_rejected`` (tokens, EOS included); ``grad_norm``; ``lr``; ``step_seconds``,
-``sample_seconds``, ``judge_seconds``, ``forward_seconds``.
+``sample_seconds`` (sampling and the reference forward), ``judge_seconds``,
+``forward_seconds``.
 """
 
 from __future__ import annotations
@@ -149,11 +152,11 @@ class OnlineDPO:
             ids,
             mask,
             cfg.max_new_tokens,
-            reference=policy.reference,
             temperature=cfg.temperature,
             generator=row_generators(cfg.seed, step, batch.rows, salt=0)
             + row_generators(cfg.seed, step, batch.rows, salt=1),
         )
+        ref_tokens = policy.reference_logprobs(ids, mask, out.tokens, out.mask)
         t1 = time.perf_counter()
         texts = decode(policy.tokenizer, out.tokens, out.mask)
         preference = self.trainer.judge(batch.texts, texts[:n], texts[n:]).float()
@@ -162,7 +165,7 @@ class OnlineDPO:
         preference = preference.to(policy.device)
         t2 = time.perf_counter()
         logps = policy.logprobs(ids, mask, out.tokens, out.mask).sum(-1)
-        ref_logps = out.ref_logprobs.sum(-1)
+        ref_logps = ref_tokens.sum(-1)
         loss = pair_loss(logps, ref_logps, preference, cfg.beta, cfg.loss_type, cfg.label)
         t3 = time.perf_counter()
 
@@ -173,7 +176,7 @@ class OnlineDPO:
             len_chosen, len_rejected, _, _ = order_pairs(out.lengths.float(), preference)
             margin = r_chosen - r_rejected
             correct = (margin > 0).float() + 0.5 * (margin == 0).float()
-            kl = (out.policy_logprobs - out.ref_logprobs).sum(-1)
+            kl = (out.policy_logprobs - ref_tokens).sum(-1)
         return loss, {
             "judge_chosen_prob": float(p_chosen.mean()),
             "tie_rate": float((~decided).float().mean()),
@@ -215,7 +218,7 @@ def run(config: Config) -> int:
     trainer = Trainer(config)
     last = trainer.run(OnlineDPO(trainer, config), name)
     trainer.say(
-        f"{name}: {config.steps} steps; last step: "
+        f"{name}: {trainer.steps_done} steps; last step: "
         + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
         + f"\npolicy saved to {config.out}/policy"
     )

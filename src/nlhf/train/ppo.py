@@ -471,7 +471,7 @@ def run(config: Config) -> int:
     trainer = Trainer(config)
     _, last = train(trainer, config)
     trainer.say(
-        f"ppo: {config.steps} steps; last step: "
+        f"ppo: {trainer.steps_done} steps; last step: "
         + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
         + f"\npolicy saved to {config.out}/policy, "
         + f"value head to {config.out}/value_head.safetensors"

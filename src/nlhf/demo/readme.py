@@ -1,0 +1,88 @@
+"""Put a finished demo run's headline results into the README (between the
+``<!-- demo:lm -->`` markers) and copy its heat map and curves to ``docs/images/``.
+
+    python -m nlhf.demo.readme runs/demo-20261130-101500 [README.md]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from nlhf.demo.plan import Layout, methods
+from nlhf.demo.report import (
+    judges_section,
+    read_metrics,
+    saved_config,
+    tournament_section,
+    training_section,
+    verdict_lines,
+)
+from nlhf.demo.run import command_line
+from nlhf.files import atomic_write_text
+
+BEGIN, END = "<!-- demo:lm -->", "<!-- /demo:lm -->"
+
+
+def training_rows(config, layout: Layout) -> list[str]:
+    """The training table of the report (without its heading and the curves image)."""
+    chosen = methods(config, layout)
+    curves = {m.name: read_metrics(layout.policy(m.name) / "metrics.jsonl") for m in chosen}
+    lines = training_section({m.name: m.title for m in chosen}, curves, config.minutes)
+    return [line for line in lines[2:] if "curves.png" not in line]
+
+
+def summary(layout: Layout, images: str) -> str:
+    """The README's demo block: command, wall time, verdicts, judges, tournament tables."""
+    config = saved_config(layout)
+    stages = json.loads(layout.stages.read_text())
+    tournament = json.loads((layout.tournament / "tournament.json").read_text())
+    names = [m.name for m in methods(config, layout)]
+    minutes = sum(s["seconds"] for s in stages.values()) / 60.0
+    command = command_line(config).replace(f" --out {config.out}", "")
+    tables = tournament_section(tournament)[2:]  # without the section's own heading
+    link = "[tournament/tournament.md](tournament/tournament.md)"
+    tables = [
+        line.replace("tournament/heatmap.png", f"{images}/demo-heatmap.png").replace(
+            link, "`tournament/tournament.md` of the run"
+        )
+        for line in tables
+    ]
+    return "\n".join(
+        [
+            f"Latest run: `{command}` on {stages['prompts'].get('cpus', '?')} CPU cores, "
+            f"{minutes:.1f} minutes in all (`make demo` runs the same command). Verdicts "
+            "(decided by the 95% interval alone):",
+            "",
+            *verdict_lines(tournament, names),
+            "",
+            *judges_section(layout)[2:],
+            "",
+            *training_rows(config, layout),
+            "",
+            *tables,
+            "",
+            f"![training curves]({images}/demo-curves.png)",
+        ]
+    )
+
+
+def update_readme(run: Path, readme: Path) -> None:
+    layout = Layout(run)
+    images = readme.parent / "docs" / "images"
+    images.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(layout.tournament / "heatmap.png", images / "demo-heatmap.png")
+    shutil.copyfile(layout.curves, images / "demo-curves.png")
+    text = readme.read_text()
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{readme}: no {BEGIN} … {END} block to fill")
+    block = summary(layout, "docs/images")
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+    atomic_write_text(readme, pattern.sub(lambda _: f"{BEGIN}\n{block}\n{END}", text))
+
+
+if __name__ == "__main__":
+    update_readme(Path(sys.argv[1]), Path(sys.argv[2] if len(sys.argv) > 2 else "README.md"))
