@@ -32,6 +32,18 @@ def test_schedules():
     assert lr_factor(OnlineConfig(steps=10))(7) == 1.0
 
 
+def test_schedules_follow_the_time_budget_when_there_is_one():
+    seconds = [0.0]
+    cfg = OnlineConfig(steps=10_000, time_limit=2.0, schedule="linear")
+    f = lr_factor(cfg, lambda: seconds[0])
+    assert f(5) == 1.0
+    seconds[0] = 90.0  # three quarters of the two minutes, whatever the step
+    assert f(5) == pytest.approx(0.25)
+    seconds[0] = 150.0
+    assert f(6) == 0.0
+    assert lr_factor(cfg)(5_000) == pytest.approx(0.5)  # no clock given: by steps
+
+
 def test_prompt_order_is_a_permutation_per_pass_and_seeded():
     rows = [r for step in range(5) for r in step_rows(step, 4, 20, seed=1)]
     assert sorted(rows) == list(range(20))  # one pass: every prompt once

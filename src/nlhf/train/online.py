@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -99,7 +100,9 @@ class OnlineConfig:
     lr: float = option(1e-3, "learning rate")
     weight_decay: float = option(0.0, "decoupled weight decay")
     schedule: Literal["constant", "linear", "cosine"] = option(
-        "constant", "learning-rate schedule after warm-up"
+        "constant",
+        "learning-rate schedule after warm-up: linear and cosine decay over the steps, or over "
+        "the minutes of time_limit when one is set",
     )
     warmup_steps: int = option(0, "steps of linear warm-up")
     grad_clip: float = option(1.0, "clip the gradient norm to this value (0: off)")
@@ -237,13 +240,20 @@ def build_optimizer(config: OnlineConfig, params) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
 
 
-def lr_factor(config: OnlineConfig):
+def lr_factor(config: OnlineConfig, elapsed: Callable[[], float] | None = None):
+    """The learning-rate multiplier of each step; with ``config.time_limit`` and ``elapsed``
+    (seconds trained so far) the decay follows the time budget instead of the step count."""
+    limit = getattr(config, "time_limit", 0.0) * 60.0
+
     def factor(step: int) -> float:
         if step < config.warmup_steps:
             return (step + 1) / config.warmup_steps
         if config.schedule == "constant":
             return 1.0
-        progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+        if limit and elapsed is not None:
+            progress = elapsed() / limit
+        else:
+            progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
         if config.schedule == "linear":
             return max(0.0, 1.0 - progress)
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
@@ -347,10 +357,12 @@ class Trainer:
             raise ValueError(f"{config.prompts}: no prompts")
         self.params = self.policy.trainable_parameters()
         self.optimizer = build_optimizer(config, self.params)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor(config))
+        self.elapsed = 0.0  # seconds of training steps so far, resumed runs included
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_factor(config, lambda: self.elapsed)
+        )
         self.out = Path(config.out)
         self.checkpoints = Checkpointer(self.out / "checkpoints")
-        self.elapsed = 0.0  # seconds of training steps so far, resumed runs included
         self.steps_done = 0  # the step reached when run() returned
 
     def batches(self, step: int) -> list[PromptBatch]:

@@ -244,7 +244,9 @@ class PPO:
         # The value head trains with the policy: one optimizer, one schedule, one clip.
         trainer.params = policy.trainable_parameters() + list(self.head.parameters())
         trainer.optimizer = build_optimizer(config, trainer.params)
-        trainer.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.optimizer, lr_factor(config))
+        trainer.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            trainer.optimizer, lr_factor(config, lambda: trainer.elapsed)
+        )
 
     # ------------------------------------------------------------------ rollout
     def forward(self, prompt_ids, prompt_mask, tokens, mask) -> PolicyValueOutput:
