@@ -49,7 +49,14 @@ from torch import nn
 
 from nlhf.config import option
 from nlhf.losses import nash_md_pg_loss
-from nlhf.train.online import OnlineConfig, PromptBatch, Trainer, decode, row_generators
+from nlhf.train.online import (
+    OnlineConfig,
+    PromptBatch,
+    Trainer,
+    decode,
+    row_generators,
+    train_and_report,
+)
 
 
 @dataclass
@@ -235,11 +242,4 @@ class NashEMA:
 
 
 def run(config: Config) -> int:
-    trainer = Trainer(config)
-    last = trainer.run(NashEMA(trainer, config), "nash-ema")
-    trainer.say(
-        f"nash-ema: {trainer.steps_done} steps; last step: "
-        + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
-        + f"\npolicy saved to {config.out}/policy"
-    )
-    return 0
+    return train_and_report(config, NashEMA, "nash-ema")

@@ -32,7 +32,14 @@ import torch
 
 from nlhf.config import option
 from nlhf.losses import nash_md_pg_loss
-from nlhf.train.online import OnlineConfig, PromptBatch, Trainer, decode, row_generators
+from nlhf.train.online import (
+    OnlineConfig,
+    PromptBatch,
+    Trainer,
+    decode,
+    row_generators,
+    train_and_report,
+)
 
 
 @dataclass
@@ -102,11 +109,4 @@ class NashMDPG:
 
 
 def run(config: Config) -> int:
-    trainer = Trainer(config)
-    last = trainer.run(NashMDPG(trainer, config), "nash-md")
-    trainer.say(
-        f"nash-md: {trainer.steps_done} steps; last step: "
-        + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
-        + f"\npolicy saved to {config.out}/policy"
-    )
-    return 0
+    return train_and_report(config, NashMDPG, "nash-md")

@@ -83,6 +83,7 @@ from nlhf.train.online import (
     PromptBatch,
     Trainer,
     row_generators,
+    train_and_report,
 )
 
 PHASES = ("lookahead", "update")
@@ -263,11 +264,4 @@ class NashMP:
 
 
 def run(config: Config) -> int:
-    trainer = Trainer(config)
-    last = trainer.run(NashMP(trainer, config), "nash-mp")
-    trainer.say(
-        f"nash-mp: {trainer.steps_done} steps; last step: "
-        + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
-        + f"\npolicy saved to {config.out}/policy"
-    )
-    return 0
+    return train_and_report(config, NashMP, "nash-mp")

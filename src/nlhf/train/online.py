@@ -544,3 +544,19 @@ class Trainer:
             write_folder_atomically(self.policy.save, self.out / "policy")
         self.procs.barrier()
         return last
+
+
+def summary(name: str, steps: int, last: dict[str, float]) -> str:
+    """The line a trainer prints when it is done: steps run and the last step's metrics."""
+    return f"{name}: {steps} steps; last step: " + ", ".join(
+        f"{k} {v:.4g}" for k, v in last.items()
+    )
+
+
+def train_and_report(config: OnlineConfig, algorithm, name: str) -> int:
+    """``nlhf train <name>``: build the trainer, run ``algorithm(trainer, config)``, say where
+    the policy went."""
+    trainer = Trainer(config)
+    last = trainer.run(algorithm(trainer, config), name)
+    trainer.say(f"{summary(name, trainer.steps_done, last)}\npolicy saved to {config.out}/policy")
+    return 0

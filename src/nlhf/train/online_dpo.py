@@ -59,6 +59,7 @@ from nlhf.train.online import (
     Trainer,
     decode,
     row_generators,
+    train_and_report,
 )
 
 
@@ -214,12 +215,4 @@ class OnlineDPO:
 
 
 def run(config: Config) -> int:
-    name = f"online-{config.loss_type}"
-    trainer = Trainer(config)
-    last = trainer.run(OnlineDPO(trainer, config), name)
-    trainer.say(
-        f"{name}: {trainer.steps_done} steps; last step: "
-        + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
-        + f"\npolicy saved to {config.out}/policy"
-    )
-    return 0
+    return train_and_report(config, OnlineDPO, f"online-{config.loss_type}")

@@ -91,6 +91,7 @@ from nlhf.train.online import (
     decode,
     lr_factor,
     row_generators,
+    summary,
 )
 from nlhf.train.value_head import (
     PolicyValueOutput,
@@ -473,8 +474,7 @@ def run(config: Config) -> int:
     trainer = Trainer(config)
     _, last = train(trainer, config)
     trainer.say(
-        f"ppo: {trainer.steps_done} steps; last step: "
-        + ", ".join(f"{k} {v:.4g}" for k, v in last.items())
+        summary("ppo", trainer.steps_done, last)
         + f"\npolicy saved to {config.out}/policy, "
         + f"value head to {config.out}/value_head.safetensors"
     )
