@@ -50,6 +50,7 @@ def test_plan_trains_ppo_on_the_reward_model_and_nash_md_on_the_preference_model
         assert m.config.time_limit == config.minutes
         assert m.config.policy == "smollm2" and m.config.lora_r == 16
         assert m.config.prompts == str(layout.train_prompts)
+        assert m.config.dtype == config.dtype in ("float32", "bfloat16")  # auto is decided
     everything = methods(resolved(Config(out=str(tmp_path), all_methods=True)), layout)
     assert [m.name for m in everything] == ["ppo", "nash-md", "self-play", "nash-ema"]
     assert everything[2].config.beta == 0.0

@@ -62,6 +62,47 @@ def test_config_checks():
         OnlineConfig(batch_size=6, grad_accum=4)
     with pytest.raises(ValueError, match="steps must be ≥ 1"):
         OnlineConfig(steps=0)
+    with pytest.raises(ValueError, match="dtype=bfloat16 needs LoRA"):
+        OnlineConfig(dtype="bfloat16", lora_r=0)
+
+
+def test_bfloat16_base_trains_float32_adapters(tmp_path):
+    """dtype=bfloat16: the frozen base is bf16, the adapter and its optimizer fp32, and a
+    step moves the adapter with finite losses."""
+    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+    from nlhf.train import nash_md
+    from nlhf.train.online import Trainer, load_policy
+
+    tok = byte_tokenizer()
+    tiny_causal_lm(
+        "llama", vocab_size=len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id
+    ).save_pretrained(tmp_path / "base")
+    tok.save_pretrained(tmp_path / "base")
+    config = nash_md.Config(
+        policy=str(tmp_path / "base"),
+        dtype="bfloat16",
+        lora_r=4,
+        out=str(tmp_path / "run"),
+        steps=2,
+        batch_size=2,
+        max_new_tokens=3,
+        lr=1e-2,
+        progress=False,
+        tensorboard=False,
+    )
+    policy = load_policy(config)
+    dtypes = {("lora_" in n, p.dtype) for n, p in policy.model.named_parameters()}
+    assert dtypes == {(False, torch.bfloat16), (True, torch.float32)}
+
+    def first_is_better(prompts, a, b):
+        return torch.tensor([0.9] * len(prompts))
+
+    trainer = Trainer(config, policy=policy, judge=first_is_better, prompts=["a", "b"])
+    before = {n: p.detach().clone() for n, p in policy.model.named_parameters() if "lora_B" in n}
+    trainer.run(nash_md.NashMDPG(trainer, config), "nash-md")
+    after = dict(policy.model.named_parameters())
+    assert all(not torch.equal(before[n], after[n].detach()) for n in before)
+    assert all(after[n].dtype == torch.float32 for n in before)
 
 
 def _tiny_trainer(tmp_path, judge, **overrides):

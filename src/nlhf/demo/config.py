@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Literal
 
 from nlhf.config import option
 
@@ -74,6 +75,11 @@ class Config:
     policy: str = option("smollm2", "reference policy: smollm2 (embedded), a folder or hub name")
     encoder: str = option("minilm", "encoder the judges start from: minilm (embedded), a folder")
     seed: int = option(0, "seed of the data splits, the heads, sampling and training")
+    dtype: Literal["auto", "float32", "bfloat16"] = option(
+        "auto",
+        "the policies' frozen weights in training and tournament: float32, bfloat16, or auto "
+        "(bfloat16 where the hardware has bf16 units: about 1.8× the steps per minute)",
+    )
     lora_r: int = option(16, "LoRA rank of the policies (adapters on every linear layer)")
     nash_lr: float = option(1.5e-3, "AdamW learning rate of the Nash methods")
     tau: float = option(0.05, "KL regularization τ of the Nash methods (the paper's τ)")
@@ -141,5 +147,9 @@ class Config:
 
 
 def resolved(config: Config) -> Config:
-    """``config`` with every preset-valued option filled in."""
-    return dataclasses.replace(config, **dataclasses.asdict(config.sizes))
+    """``config`` with every preset-valued option filled in and ``auto`` dtype decided."""
+    from nlhf.models.policy import resolve_dtype
+
+    return dataclasses.replace(
+        config, dtype=resolve_dtype(config.dtype), **dataclasses.asdict(config.sizes)
+    )

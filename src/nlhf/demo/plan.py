@@ -91,6 +91,7 @@ def _online_fields(config: Config, layout: Layout, name: str, judge: str) -> dic
     return dict(
         policy=config.policy,
         lora_r=config.lora_r,
+        dtype=config.dtype,
         prompts=str(layout.train_prompts),
         judge=str(layout.judge(judge) / "model"),
         steps=config.max_steps,

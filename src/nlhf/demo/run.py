@@ -17,6 +17,7 @@ from pathlib import Path
 from nlhf.config import ConfigError, to_dict
 from nlhf.demo.config import Config, resolved
 from nlhf.demo.plan import Layout
+from nlhf.models.policy import resolve_dtype
 
 __all__ = ["Config", "run"]
 
@@ -57,7 +58,7 @@ def start_or_resume(config: Config, layout: Layout) -> None:
 def command_line(config: Config) -> str:
     """The shortest command that runs (or resumes) this resolved config."""
     preset = dataclasses.asdict(config.preset)
-    defaults = Config()
+    defaults = dataclasses.replace(Config(), dtype=resolve_dtype("auto"))  # as resolved
     args = ["nlhf", "demo"]
     for field in dataclasses.fields(Config):
         value = getattr(config, field.name)

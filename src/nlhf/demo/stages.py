@@ -105,6 +105,7 @@ def run_tournament(config: Config, layout: Layout) -> dict[str, Any]:
             samples_per_prompt=config.samples_per_prompt,
             max_new_tokens=config.max_new_tokens,
             seed=config.seed,
+            dtype=config.dtype,
         ),
         show_samples=4,
         progress=config.progress,

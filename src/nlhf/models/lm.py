@@ -137,7 +137,14 @@ class Caller:
         if cache is not None:
             kwargs[self.cache_kwarg] = cache
         if logits_to_keep and self.takes_logits_to_keep:
-            kwargs["logits_to_keep"] = logits_to_keep
+            # As positions (a tensor), not a count: transformers then gathers a contiguous
+            # copy of those hidden states, and the LM head is one matrix product.  A count
+            # slices a strided view, which torch turns into a batched product over a copy
+            # of the head expanded to every row (900 MB and ~1 s per SmolLM2 prefill in bf16).
+            length = input_ids.shape[1]
+            kwargs["logits_to_keep"] = torch.arange(
+                max(length - logits_to_keep, 0), length, device=input_ids.device
+            )
         if adapter_names is not None:
             kwargs["adapter_names"] = adapter_names
         logits = self.model(**kwargs).logits

@@ -38,6 +38,28 @@ from nlhf.models.memory import into_memory
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def has_fast_bfloat16(device: str | None = None) -> bool:
+    """Whether bfloat16 matrix products run natively on ``device`` (default: CUDA when
+    available, else the CPU): a CUDA GPU that supports bf16, or a CPU with AVX-512 BF16 or
+    AMX units.  Elsewhere bf16 is emulated and slower than float32."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    cpu = torch.backends.cpu
+    capability = cpu.get_cpu_capability() if hasattr(cpu, "get_cpu_capability") else ""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    native = any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+    return native and capability.startswith("AVX512")
+
+
+def resolve_dtype(name: str) -> str:
+    """``auto`` → ``bfloat16`` where :func:`has_fast_bfloat16`, else ``float32``; other names
+    pass through."""
+    if name == "auto":
+        return "bfloat16" if has_fast_bfloat16() else "float32"
+    return name
+
+
 @dataclass
 class PolicyConfig:
     """How to load the policy and whether to train it through a LoRA adapter."""
