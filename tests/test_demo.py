@@ -56,6 +56,7 @@ def test_plan_trains_ppo_on_the_reward_model_and_nash_md_on_the_preference_model
     assert everything[2].config.beta == 0.0
     judges = judge_configs(config, layout)
     assert {c.data for c in judges.values()} == {"imdb"}
+    assert {c.bf16 for c in judges.values()} == {config.dtype == "bfloat16"}
     assert len({(c.max_pairs, c.seed, c.held_out) for c in judges.values()}) == 1  # same split
     assert tournament_entrants(config, layout)[0] == "reference"
 

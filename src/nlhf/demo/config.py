@@ -77,8 +77,9 @@ class Config:
     seed: int = option(0, "seed of the data splits, the heads, sampling and training")
     dtype: Literal["auto", "float32", "bfloat16"] = option(
         "auto",
-        "the policies' frozen weights in training and tournament: float32, bfloat16, or auto "
-        "(bfloat16 where the hardware has bf16 units: about 1.8× the steps per minute)",
+        "the policies' frozen weights in training and tournament, and the judges' autocast: "
+        "float32, bfloat16, or auto (bfloat16 where the hardware has bf16 units: about 1.8× "
+        "the policy steps and 2× the judge steps per minute)",
     )
     lora_r: int = option(16, "LoRA rank of the policies (adapters on every linear layer)")
     nash_lr: float = option(1.5e-3, "AdamW learning rate of the Nash methods")

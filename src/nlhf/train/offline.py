@@ -39,8 +39,8 @@ from nlhf.config import option, to_dict
 from nlhf.files import atomic_write_json, write_folder_atomically
 from nlhf.losses import dpo_loss, ipo_loss, sft_loss
 from nlhf.train.checkpoint import Checkpointer
+from nlhf.train.metrics_log import TRACKERS, MetricsLog
 from nlhf.train.online import (
-    MetricsLog,
     NonFiniteError,
     build_optimizer,
     check_finite,
@@ -97,12 +97,17 @@ class OfflineConfig:
     on_nonfinite: Literal["stop", "skip"] = option(
         "stop", "when a loss or metric is NaN/inf: stop with a message, or skip that update"
     )
-    tensorboard: bool = option(
-        True, "also write TensorBoard events (when tensorboard is installed)"
+    tensorboard: bool = option(True, "also write TensorBoard events (<out>/tensorboard)")
+    report_to: list[str] = option(
+        [], "also log to these trackers (installed separately): wandb, trackio"
     )
+    project: str = option("nlhf", "the trackers' project name (the run is named after --out)")
     progress: bool = option(True, "show a progress bar")
 
     def __post_init__(self) -> None:
+        unknown = sorted(set(self.report_to) - set(TRACKERS))
+        if unknown:
+            raise ValueError(f"report_to: unknown {unknown} (known: {', '.join(TRACKERS)})")
         if not 0 < self.held_out < 1:
             raise ValueError(f"held_out must lie in (0, 1), got {self.held_out}")
         for name in (
@@ -470,7 +475,14 @@ def train_offline(
         print(f"resuming from step {start} of {total} ({checkpoints.folder})")
     if before is None:
         before = objective.evaluate(held_out, config.eval_batch_size)
-    log = MetricsLog(out, config.tensorboard, start)
+    log = MetricsLog(
+        out,
+        config.tensorboard,
+        start,
+        config.report_to,
+        config.project,
+        {"algorithm": name, **to_dict(config)},
+    )
     atomic_write_json(out / "config.json", {"algorithm": name, **to_dict(config)})
 
     bar = tqdm(total=total, initial=start, desc=name, unit="step", disable=not config.progress)

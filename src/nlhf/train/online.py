@@ -46,7 +46,6 @@ picks the GPU of each process); the model is not sharded, so FSDP/DeepSpeed sett
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
@@ -61,6 +60,7 @@ from nlhf.config import option, to_dict
 from nlhf.files import atomic_write_json, write_folder_atomically
 from nlhf.train.checkpoint import Checkpointer
 from nlhf.train.distributed import Processes
+from nlhf.train.metrics_log import TRACKERS, MetricsLog
 
 
 @dataclass
@@ -119,12 +119,17 @@ class OnlineConfig:
     on_nonfinite: Literal["stop", "skip"] = option(
         "stop", "when a loss or metric is NaN/inf: stop with a message, or skip that update"
     )
-    tensorboard: bool = option(
-        True, "also write TensorBoard events (when tensorboard is installed)"
+    tensorboard: bool = option(True, "also write TensorBoard events (<out>/tensorboard)")
+    report_to: list[str] = option(
+        [], "also log to these trackers (installed separately): wandb, trackio"
     )
+    project: str = option("nlhf", "the trackers' project name (the run is named after --out)")
     progress: bool = option(True, "show a progress bar")
 
     def __post_init__(self) -> None:
+        unknown = sorted(set(self.report_to) - set(TRACKERS))
+        if unknown:
+            raise ValueError(f"report_to: unknown {unknown} (known: {', '.join(TRACKERS)})")
         for name in ("steps", "batch_size", "grad_accum", "max_new_tokens", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -272,40 +277,6 @@ def lr_factor(config: OnlineConfig, elapsed: Callable[[], float] | None = None):
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
     return factor
-
-
-class MetricsLog:
-    """``metrics.jsonl`` (appended, one line per step) and optional TensorBoard events."""
-
-    def __init__(self, folder: Path, tensorboard: bool, start_step: int) -> None:
-        self.path = folder / "metrics.jsonl"
-        folder.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():  # drop lines past the checkpoint we resume from
-            kept = [
-                line
-                for line in self.path.read_text().splitlines()
-                if line and json.loads(line)["step"] <= start_step
-            ]
-            self.path.write_text("".join(line + "\n" for line in kept))
-        self.writer = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.writer = SummaryWriter(str(folder / "tensorboard"), purge_step=start_step + 1)
-            except ImportError:
-                self.writer = None
-
-    def write(self, step: int, metrics: dict[str, float]) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps({"step": step, **metrics}) + "\n")
-        if self.writer is not None:
-            for key, value in metrics.items():
-                self.writer.add_scalar(key, value, step)
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
 
 
 class NoLog:
@@ -491,7 +462,14 @@ class Trainer:
             print(f"resuming from step {start} of {cfg.steps} ({self.checkpoints.folder})")
         log: MetricsLog | NoLog = NoLog()
         if main:
-            log = MetricsLog(self.out, cfg.tensorboard, start)
+            log = MetricsLog(
+                self.out,
+                cfg.tensorboard,
+                start,
+                cfg.report_to,
+                cfg.project,
+                {"algorithm": name, **to_dict(cfg)},
+            )
             atomic_write_json(
                 self.out / "config.json",
                 {"algorithm": name, **to_dict(cfg), "processes": self.procs.count},
