@@ -1,7 +1,8 @@
 """Shared end-to-end checks for the online trainers, run in subprocesses on a tiny model.
 
-Each test module defines ``SETUP``: Python source that defines ``train(out, **overrides)``
-returning ``(trainer, last_metrics)``.  The helpers here run it, kill it with SIGKILL right
+Each test module builds its ``SETUP`` with :func:`tiny_setup`: Python source that defines
+``make`` and ``train(out, **overrides)`` for one trainer on a tiny model.  The helpers here
+run it, kill it with SIGKILL right
 after the step-4 checkpoint, resume it, and measure a trained policy against its reference.
 """
 
@@ -94,3 +95,45 @@ def assert_identical(a: dict, b: dict) -> None:
 
 def metrics(folder) -> list[dict]:
     return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+
+
+def tiny_setup(module: str, settings: str, run: str, lora_r: int = 0, scale: float = 2.0) -> str:
+    """Source that defines, for the trainer ``nlhf.train.<module>`` on a tiny random GPT-2
+    with a judge that likes lower-case letters:
+
+    - ``make(out, judge=None, **overrides) -> (trainer, config)``;
+    - ``train(out, judge=None, **overrides)``: ``make``, then the lines ``run`` (which see
+      ``trainer``, ``config`` and ``out`` and return the result).
+
+    ``settings``: the config's keyword arguments beyond the shared tiny ones (6 steps of 4
+    prompts × 6 tokens, a checkpoint every 2 steps, seed 3); overrides win over both.
+    """
+    body = textwrap.indent(textwrap.dedent(run).strip(), "    ")
+    return f"""
+import torch
+from nlhf.models import Policy, PolicyConfig
+from nlhf.models.judges import FunctionJudge
+from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+from nlhf.train import {module}
+from nlhf.train.online import Trainer
+
+def make(out, judge=None, **overrides):
+    tok = byte_tokenizer()
+    model = tiny_causal_lm("gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+                           pad_token_id=tok.pad_token_id, seed=0)
+    policy = Policy(model, tok, PolicyConfig(lora_r=overrides.pop("lora_r", {lora_r})))
+    if judge is None:
+        judge = FunctionJudge(lambda prompt, text: sum(ch.islower() for ch in text),
+                              scale={scale})
+    settings = dict(out=str(out), steps=6, batch_size=4, max_new_tokens=6, checkpoint_every=2,
+                    progress=False, tensorboard=False, seed=3, {settings})
+    settings.update(overrides)
+    config = {module}.Config(**settings)
+    trainer = Trainer(config, policy=policy, judge=judge,
+                      prompts=["say a", "hello", "abc", "x", "the cat", "a b"])
+    return trainer, config
+
+def train(out, judge=None, **overrides):
+    trainer, config = make(out, judge, **overrides)
+{body}
+"""

@@ -71,7 +71,8 @@ def test_bfloat16_base_trains_float32_adapters(tmp_path):
     step moves the adapter with finite losses."""
     from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
     from nlhf.train import nash_md
-    from nlhf.train.online import Trainer, load_policy
+    from nlhf.train.online import Trainer
+    from nlhf.train.policy_fields import load_policy
 
     tok = byte_tokenizer()
     tiny_causal_lm(

@@ -3,7 +3,6 @@ leaves the policy untouched, a SIGKILLed run resumes bit-identically (EMA includ
 learns what the judge prefers (lowercase letters)."""
 
 import copy
-import textwrap
 
 import pytest
 import torch
@@ -18,6 +17,7 @@ from online_harness import (
     kill_and_resume,
     metrics,
     policy_weights,
+    tiny_setup,
     trained_win_rate,
 )
 
@@ -145,33 +145,15 @@ def test_config_rejects_bad_values(field, value):
 
 # --------------------------------------------------------------------------- end to end
 
-SETUP = textwrap.dedent(
+SETUP = tiny_setup(
+    "nash_ema",
+    "lr=3e-3, tau=0.05, ema_decay=0.8",
     """
-    import torch
-    from nlhf.models import Policy, PolicyConfig
-    from nlhf.models.judges import FunctionJudge
-    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
-    from nlhf.train import nash_ema
-    from nlhf.train.online import Trainer
-
-    def train(out, **overrides):
-        tok = byte_tokenizer()
-        model = tiny_causal_lm("gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
-                               pad_token_id=tok.pad_token_id, seed=0)
-        policy = Policy(model, tok, PolicyConfig(lora_r=overrides.pop("lora_r", 0)))
-        judge = FunctionJudge(lambda prompt, text: sum(ch.islower() for ch in text), scale=2.0)
-        settings = dict(out=str(out), steps=6, batch_size=4, max_new_tokens=6, lr=3e-3,
-                        checkpoint_every=2, tau=0.05, ema_decay=0.8, progress=False,
-                        tensorboard=False, seed=3)
-        settings.update(overrides)
-        config = nash_ema.Config(**settings)
-        trainer = Trainer(config, policy=policy, judge=judge,
-                          prompts=["say a", "hello", "abc", "x", "the cat", "a b"])
-        algorithm = nash_ema.NashEMA(trainer, config)
-        last = trainer.run(algorithm, "nash-ema")
-        torch.save(algorithm.ema, f"{out}/ema.pt")
-        return trainer, last
-    """
+    algorithm = nash_ema.NashEMA(trainer, config)
+    last = trainer.run(algorithm, "nash-ema")
+    torch.save(algorithm.ema, f"{out}/ema.pt")
+    return trainer, last
+    """,
 )
 
 

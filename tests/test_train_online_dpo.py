@@ -4,7 +4,6 @@ gradient forward per chunk, NaN judges, a SIGKILLed run that resumes bit-identic
 
 import json
 import math
-import textwrap
 
 import pytest
 import torch
@@ -16,38 +15,14 @@ from online_harness import (
     kill_and_resume,
     metrics,
     policy_weights,
+    tiny_setup,
     trained_win_rate,
 )
 
-SETUP = textwrap.dedent(
-    """
-    import torch
-    from nlhf.models import Policy, PolicyConfig
-    from nlhf.models.judges import FunctionJudge
-    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
-    from nlhf.train import online_dpo
-    from nlhf.train.online import Trainer
-
-    def make(out, judge=None, **overrides):
-        tok = byte_tokenizer()
-        model = tiny_causal_lm("gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
-                               pad_token_id=tok.pad_token_id, seed=0)
-        policy = Policy(model, tok, PolicyConfig(lora_r=overrides.pop("lora_r", 0)))
-        if judge is None:
-            judge = FunctionJudge(lambda prompt, text: sum(ch.islower() for ch in text),
-                                  scale=2.0)
-        settings = dict(out=str(out), steps=6, batch_size=4, max_new_tokens=6, lr=3e-3,
-                        checkpoint_every=2, beta=0.1, progress=False, tensorboard=False, seed=3)
-        settings.update(overrides)
-        config = online_dpo.Config(**settings)
-        trainer = Trainer(config, policy=policy, judge=judge,
-                          prompts=["say a", "hello", "abc", "x", "the cat", "a b"])
-        return trainer, config
-
-    def train(out, judge=None, **overrides):
-        trainer, config = make(out, judge, **overrides)
-        return trainer, trainer.run(online_dpo.OnlineDPO(trainer, config), "online-dpo")
-    """
+SETUP = tiny_setup(
+    "online_dpo",
+    "lr=3e-3, beta=0.1",
+    "return trainer, trainer.run(online_dpo.OnlineDPO(trainer, config), 'online-dpo')",
 )
 namespace: dict = {}
 exec(SETUP, namespace)  # the same helpers for the in-process tests

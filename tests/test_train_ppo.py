@@ -2,8 +2,6 @@
 one PPO update on a fixed rollout, exact resume after SIGKILL, and (slow) learning what a
 judge that counts lowercase letters prefers."""
 
-import textwrap
-
 import pytest
 import torch
 
@@ -14,7 +12,14 @@ from nlhf.train import ppo
 from nlhf.train.kl_control import KLController, adaptive_kl_factor
 from nlhf.train.online import Trainer, decode, tokenize
 from nlhf.train.value_head import ValueHead, logprobs_and_values
-from online_harness import assert_identical, kill_and_resume, metrics, policy_weights, saved_tensors
+from online_harness import (
+    assert_identical,
+    kill_and_resume,
+    metrics,
+    policy_weights,
+    saved_tensors,
+    tiny_setup,
+)
 
 PROMPTS = ["say a", "hello", "abc", "x", "the cat", "a b"]
 
@@ -217,28 +222,12 @@ def test_checkpoint_state_carries_value_head_and_kl_coefficient(tmp_path):
 
 # --------------------------------------------------------------------------- end to end
 
-SETUP = textwrap.dedent(
-    """
-    import torch
-    from nlhf.models import Policy, PolicyConfig
-    from nlhf.models.judges import FunctionJudge
-    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
-    from nlhf.train import ppo
-    from nlhf.train.online import Trainer
-
-    def train(out, **overrides):
-        tok = byte_tokenizer()
-        model = tiny_causal_lm("gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
-                               pad_token_id=tok.pad_token_id, seed=0)
-        policy = Policy(model, tok, PolicyConfig(lora_r=4))
-        judge = FunctionJudge(lambda prompt, text: sum(ch.islower() for ch in text))
-        config = ppo.Config(out=str(out), steps=6, batch_size=4, max_new_tokens=6, lr=1e-2,
-                            checkpoint_every=2, ppo_epochs=1, mini_batches=2, kl_horizon=8,
-                            target_kl=0.01, progress=False, tensorboard=False, seed=3)
-        trainer = Trainer(config, policy=policy, judge=judge,
-                          prompts=["say a", "hello", "abc", "x", "the cat", "a b"])
-        return ppo.train(trainer, config)
-    """
+SETUP = tiny_setup(
+    "ppo",
+    "lr=1e-2, ppo_epochs=1, mini_batches=2, kl_horizon=8, target_kl=0.01",
+    "return ppo.train(trainer, config)",
+    lora_r=4,
+    scale=1.0,
 )
 
 

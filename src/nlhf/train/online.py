@@ -61,27 +61,13 @@ from nlhf.files import atomic_write_json, write_folder_atomically
 from nlhf.train.checkpoint import Checkpointer
 from nlhf.train.distributed import Processes
 from nlhf.train.metrics_log import TRACKERS, MetricsLog
+from nlhf.train.policy_fields import PolicyFields, load_policy
 
 
 @dataclass
-class OnlineConfig:
+class OnlineConfig(PolicyFields):
     """Fields shared by every online algorithm."""
 
-    policy: str = option(
-        "smollm2",
-        "policy to align: smollm2 (the embedded SmolLM2-135M-Instruct), a folder or a hub name",
-    )
-    lora_r: int = option(16, "LoRA rank (0: train every weight, keep a frozen reference copy)")
-    dtype: Literal["float32", "bfloat16", "auto"] = option(
-        "float32",
-        "dtype of the frozen base weights under LoRA (adapters, optimizer and log-probs stay "
-        "float32); bfloat16 about halves a step on GPUs and on CPUs with bf16 units; auto: "
-        "bfloat16 where the hardware has them",
-    )
-    lora_alpha: float = option(32.0, "LoRA alpha (the update is scaled by alpha / r)")
-    lora_target_modules: list[str] = option(
-        ["all-linear"], "modules that get a LoRA adapter (all-linear, or names like q_proj)"
-    )
     prompts: str = option(
         "imdb", "prompts: imdb (openings of movie reviews), hh (HH-RLHF dialogues) or a file"
     )
@@ -127,6 +113,7 @@ class OnlineConfig:
     progress: bool = option(True, "show a progress bar")
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         unknown = sorted(set(self.report_to) - set(TRACKERS))
         if unknown:
             raise ValueError(f"report_to: unknown {unknown} (known: {', '.join(TRACKERS)})")
@@ -142,11 +129,6 @@ class OnlineConfig:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         if self.time_limit < 0:
             raise ValueError(f"time_limit must be ≥ 0, got {self.time_limit}")
-        if self.dtype != "float32" and self.lora_r == 0:
-            raise ValueError(
-                f"dtype={self.dtype} needs LoRA (lora_r > 0): full fine-tuning keeps "
-                "float32 weights"
-            )
 
 
 @dataclass
@@ -175,22 +157,6 @@ class Algorithm(Protocol):
 
 
 # --------------------------------------------------------------------------- components
-
-
-def load_policy(config: OnlineConfig):
-    from nlhf.assets import resolve_model
-    from nlhf.models import Policy, PolicyConfig
-    from nlhf.models.policy import resolve_dtype
-
-    return Policy.load(
-        PolicyConfig(
-            model=resolve_model(config.policy, "policy"),
-            dtype=resolve_dtype(config.dtype),
-            lora_r=config.lora_r,
-            lora_alpha=config.lora_alpha,
-            lora_target_modules=list(config.lora_target_modules),
-        )
-    )
 
 
 def load_prompt_texts(config: OnlineConfig, tokenizer=None) -> list[str]:

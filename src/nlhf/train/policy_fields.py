@@ -1,0 +1,63 @@
+"""The options every policy trainer shares (which model, LoRA, weight dtype) and the one
+function that loads the policy they describe.
+
+    @dataclass
+    class Config(PolicyFields):
+        lr: float = option(1e-3, "learning rate")
+
+    policy = load_policy(Config(policy="smollm2", lora_r=16, dtype="auto"))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from nlhf.config import option
+
+
+@dataclass
+class PolicyFields:
+    """The policy to train and how: the model, its LoRA adapter and the base weights' dtype."""
+
+    policy: str = option(
+        "smollm2",
+        "policy to train: smollm2 (the embedded SmolLM2-135M-Instruct), a folder or a hub name",
+    )
+    lora_r: int = option(16, "LoRA rank (0: train every weight, keep a frozen reference copy)")
+    dtype: Literal["float32", "bfloat16", "auto"] = option(
+        "float32",
+        "dtype of the frozen base weights under LoRA (adapters, optimizer and log-probs stay "
+        "float32); bfloat16 about halves a step on GPUs and on CPUs with bf16 units; auto: "
+        "bfloat16 where the hardware has them",
+    )
+    lora_alpha: float = option(32.0, "LoRA alpha (the update is scaled by alpha / r)")
+    lora_target_modules: list[str] = option(
+        ["all-linear"], "modules that get a LoRA adapter (all-linear, or names like q_proj)"
+    )
+
+    def __post_init__(self) -> None:
+        if self.lora_r < 0:
+            raise ValueError(f"lora_r must be ≥ 0, got {self.lora_r}")
+        if self.dtype != "float32" and self.lora_r == 0:
+            raise ValueError(
+                f"dtype={self.dtype} needs LoRA (lora_r > 0): full fine-tuning keeps "
+                "float32 weights"
+            )
+
+
+def load_policy(config: PolicyFields):
+    """The :class:`nlhf.models.Policy` that ``config`` describes (embedded names resolved)."""
+    from nlhf.assets import resolve_model
+    from nlhf.models import Policy, PolicyConfig
+    from nlhf.models.policy import resolve_dtype
+
+    return Policy.load(
+        PolicyConfig(
+            model=resolve_model(config.policy, "policy"),
+            dtype=resolve_dtype(config.dtype),
+            lora_r=config.lora_r,
+            lora_alpha=config.lora_alpha,
+            lora_target_modules=list(config.lora_target_modules),
+        )
+    )
