@@ -66,7 +66,7 @@ def test_resuming_with_other_options_is_refused(tmp_path):
     config = resolved(Config(out=str(layout.root), quick=True))
     start_or_resume(config, layout)
     start_or_resume(config, layout)  # same options: resumes
-    with pytest.raises(ConfigError, match=r"minutes: 0.5 then, 2.0 now"):
+    with pytest.raises(ConfigError, match=r"minutes: 0.75 then, 2.0 now"):
         start_or_resume(resolved(Config(out=str(layout.root), quick=True, minutes=2.0)), layout)
 
 
