@@ -39,11 +39,12 @@ as many rollouts; the learning-rate schedule advances once per iteration.  Nothi
 trainer's checkpoint has to survive a resume: at every step boundary the previous iterate π_k
 *is* the policy (checkpointed with its optimizer state), and θ_{k+½} lives only inside a step.
 
-What this module could not confirm.  Only the paper's abstract and its two proximal steps were
-available here, not the section on its practical LLM recipe; if that recipe approximates the
-proximal steps differently (for example with a slowly updated target network in place of π_k),
-this module does not reproduce it.  The mapping below assumes the paper writes a step as
-argmin_π (1/β)·P(π_k ≻ π) + KL(π‖μ) + (1/η_paper)·KL(π‖π_k).
+What this module could not confirm.  The two proximal steps in the paper's form,
+argmin_π (1/β)·P(π_k ≻ π) + KL(π‖μ) + (1/η_paper)·KL(π‖π_k) (and the same against π_{k+½}),
+match the mapping below (checked against a published summary of the paper).  Its section on
+the practical LLM recipe was not available here; summaries say that recipe stabilizes the
+policy-gradient steps with an exponential moving average of the weights, which this module
+does not do: π_k is the exact previous iterate.
 
 Parameters and their names elsewhere: ``tau`` is the paper's β and the NLHF paper's τ (TRL's
 NashMDConfig calls it ``beta``); ``eta`` is the step size of the tabular :func:`nash_mp`
