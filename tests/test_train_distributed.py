@@ -168,6 +168,57 @@ def test_cli_under_accelerate_launch(tmp_path):
         assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4)
 
 
+@pytest.mark.slow  # about 20 s: four launches of the CLI
+@pytest.mark.parametrize("command", ["dpo", "sft"])
+def test_offline_trainers_under_two_processes(tmp_path, command):
+    """``nlhf train dpo|sft`` under 2 processes: uneven shares (5 = 3 + 2) and a last batch
+    of one pair (one process gets nothing) give the 1-process losses, gradient norms and
+    weights; SFT weights each share by its response tokens."""
+    import random
+
+    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+
+    tok = byte_tokenizer()
+    model = tiny_causal_lm(
+        "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id, seed=0,
+    )  # fmt: skip
+    model.save_pretrained(tmp_path / "tiny")
+    tok.save_pretrained(tmp_path / "tiny")
+    rng = random.Random(0)
+    with open(tmp_path / "pairs.jsonl", "w") as f:
+        for i in range(14):  # replies of different lengths: SFT's token weights matter
+            word = "".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 9)))
+            f.write(json.dumps({"prompt": f"item {i}", "chosen": word, "rejected": word.upper()}))
+            f.write("\n")
+    args = [
+        "-m", "nlhf.cli", "train", command, "--policy", str(tmp_path / "tiny"), "--lora-r", "0",
+        "--data", str(tmp_path / "pairs.jsonl"), "--held-out", "0.2", "--batch-size", "5",
+        "--lr", "0.01", "--no-progress", "--no-tensorboard", "checkpoint_every=2",
+    ]  # fmt: skip
+    outs = []
+    for processes in (1, 2):
+        out = tmp_path / f"p{processes}"
+        launch(*args, "--out", str(out), processes=processes)
+        summary = json.loads((out / "metrics.json").read_text())
+        assert summary["train_examples"] % 5 == 1  # the last batch has one row
+        assert json.loads((out / "config.json").read_text())["processes"] == processes
+        outs.append(metrics(out))
+    one, two = outs
+    assert len(one) == len(two) == 3
+    for a, b in zip(one, two, strict=True):
+        assert abs(a["loss"] - b["loss"]) <= 1e-5, (a["step"], a["loss"], b["loss"])
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4)
+        for key in (
+            ("pairs", "reward_accuracy", "reward_margin") if command == "dpo" else ("tokens",)
+        ):
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), (a["step"], key)
+    assert len({r["loss"] for r in one}) == 3
+    w1, w2 = (policy_weights(tmp_path / f"p{n}") for n in (1, 2))
+    for key in w1:
+        torch.testing.assert_close(w2[key], w1[key], atol=1e-4, rtol=1e-3)
+
+
 # --------------------------------------------------------------------------- in one process
 
 
@@ -198,3 +249,6 @@ def test_shares_are_contiguous_and_cover_the_batch():
     assert shares == [[0, 1], [2, 3], [4, 5], [6, 7]]
     with pytest.raises(ValueError, match="do not split evenly"):
         Processes(fake(0, 3)).share(rows)
+    uneven = [Processes(fake(i, 3)).split(rows) for i in range(3)]
+    assert uneven == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert [Processes(fake(i, 3)).split([9]) for i in range(3)] == [[9], [], []]

@@ -71,7 +71,24 @@ class Processes:
         size = len(items) // self.count
         return items[self.index * size : (self.index + 1) * size]
 
+    def split(self, items: list[T]) -> list[T]:
+        """This process's contiguous share of ``items`` when the count need not divide their
+        length: the first ``len % count`` processes take one more (a share may be empty)."""
+        if not self.many:
+            return items
+        size, extra = divmod(len(items), self.count)
+        start = self.index * size + min(self.index, extra)
+        return items[start : start + size + (self.index < extra)]
+
     # ------------------------------------------------------------------ collectives
+    def objects(self, values: list[Any]) -> list[Any]:
+        """Every process's list of picklable ``values``, concatenated in process order."""
+        if not self.many:
+            return values
+        from accelerate.utils import gather_object
+
+        return gather_object(values)
+
     def sum(self, values: torch.Tensor) -> torch.Tensor:
         """Element-wise sum over the processes (every process gets the result)."""
         if not self.many:

@@ -17,11 +17,11 @@ tuned on SmolLM2); ``batch_size`` = per_device_train_batch_size; ``epochs`` =
 num_train_epochs; ``max_steps``, ``max_prompt_length``, ``max_completion_length`` keep their
 names; TRL's loss_type=sigmoid is this command (``nlhf train ipo`` is loss_type=ipo).
 
-Logged metrics (metrics.jsonl, TensorBoard): ``loss``; ``reward_chosen``,
-``reward_rejected``, ``reward_margin`` (implicit reward β·log π/μ), ``reward_accuracy``
-(fraction of the batch with margin > 0); ``logp_chosen``, ``logp_rejected``; ``grad_norm``;
-``lr``; ``epoch``; ``step_seconds``; ``eval_accuracy``, ``eval_reward_margin``,
-``eval_loss`` every ``eval_every`` steps.
+Logged metrics (metrics.jsonl, TensorBoard): ``loss``; ``pairs`` (in the step's batch);
+``reward_chosen``, ``reward_rejected``, ``reward_margin`` (implicit reward β·log π/μ),
+``reward_accuracy`` (fraction of the batch with margin > 0); ``logp_chosen``,
+``logp_rejected``; ``grad_norm``; ``lr``; ``epoch``; ``step_seconds``; ``eval_accuracy``,
+``eval_reward_margin``, ``eval_loss`` every ``eval_every`` steps.
 """
 
 from __future__ import annotations

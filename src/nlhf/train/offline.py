@@ -19,7 +19,14 @@ module owns what they share:
   numbered as in ``metrics.jsonl``, and the quantity, or ``on_nonfinite=skip``);
 - the objectives: :class:`PairObjective` (DPO/IPO; reference log-probs from one no-grad
   forward of ``policy.reference`` per batch; held-out implicit-reward accuracy) and
-  :class:`SFTObjective` (per-token negative log-likelihood; held-out NLL).
+  :class:`SFTObjective` (per-token negative log-likelihood; held-out NLL);
+- several processes under ``accelerate launch`` (as in :mod:`nlhf.train.online`):
+  ``batch_size`` is the global batch, process k takes a contiguous share of it (the first
+  ones one more row when the count does not divide it; a share may be empty), weights its
+  loss by its share of the batch's pairs (DPO/IPO) or response tokens (SFT) and the
+  gradients are summed before clipping, so the update is the one-process update; logged
+  metrics are weighted means over the processes; every process evaluates the whole held-out
+  set; only the main process writes metrics, checkpoints and ``policy/``.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from nlhf.losses import dpo_loss, ipo_loss, sft_loss
 from nlhf.train.checkpoint import Checkpointer
 from nlhf.train.metrics_log import TRACKERS, MetricsLog
 from nlhf.train.online import (
+    NoLog,
     NonFiniteError,
     build_optimizer,
     check_finite,
@@ -270,7 +278,12 @@ def encode(
 
 
 class Objective(Protocol):
-    """What the loop trains: a loss per batch, and an evaluation of the held-out examples."""
+    """What the loop trains: a loss per batch, and an evaluation of the held-out examples.
+
+    ``loss`` averages over units the metric ``weight_key`` counts (pairs for DPO/IPO, response
+    tokens for SFT); several processes weight their shares' losses by it, so the update is the
+    global batch's.  Without ``weight_key`` each example counts once.
+    """
 
     policy: Any
 
@@ -301,6 +314,8 @@ class _Encoding:
 class PairObjective(_Encoding):
     """DPO or IPO on (chosen, rejected): one gradient forward over both, one reference one."""
 
+    weight_key = "pairs"
+
     def __init__(self, policy, config: PairConfig, loss_type: Literal["dpo", "ipo"]) -> None:
         super().__init__(policy, config)
         if loss_type not in ("dpo", "ipo"):
@@ -328,6 +343,7 @@ class PairObjective(_Encoding):
             reward = self.beta * (logps.detach() - ref)
             margin = reward[:n] - reward[n:]
         return loss, {
+            "pairs": float(n),
             "reward_chosen": float(reward[:n].mean()),
             "reward_rejected": float(reward[n:].mean()),
             "reward_margin": float(margin.mean()),
@@ -364,6 +380,8 @@ class PairObjective(_Encoding):
 
 class SFTObjective(_Encoding):
     """Negative log-likelihood of the responses (the chosen text), response tokens only."""
+
+    weight_key = "tokens"
 
     def _logprobs(self, batch: list[Example]) -> tuple[torch.Tensor, torch.Tensor]:
         enc = self.encode([e.prompt for e in batch], [e.chosen for e in batch])
@@ -438,15 +456,15 @@ def train_offline(
         raise ValueError(f"{len(train)} training and {len(held_out)} held-out examples: need both")
     from nlhf.train.distributed import Processes
 
-    if Processes().many:
-        raise ValueError(
-            f"nlhf train {name} runs in one process: start it without accelerate launch "
-            "(the online trainers support several processes)"
-        )
+    procs = Processes()
+    main = procs.is_main
     policy, out = objective.policy, Path(config.out)
     total = total_steps(config, len(train))
     per_epoch = math.ceil(len(train) / config.batch_size)
+    if policy.device != procs.device:
+        policy.to(procs.device)
     params = policy.trainable_parameters()
+    procs.broadcast_parameters(params)
     optimizer = build_optimizer(config, params)
     schedule = SimpleNamespace(
         steps=total, warmup_steps=config.warmup_steps, schedule=config.schedule
@@ -464,20 +482,31 @@ def train_offline(
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         start, before = int(state["step"]), state["held_out_start"]
-        print(f"resuming from step {start} of {total} ({checkpoints.folder})")
-    if before is None:
+        if main:
+            print(f"resuming from step {start} of {total} ({checkpoints.folder})")
+    if before is None:  # every process evaluates all held-out examples (same result)
         before = objective.evaluate(held_out, config.eval_batch_size)
-    log = MetricsLog(
-        out,
-        config.tensorboard,
-        start,
-        config.report_to,
-        config.project,
-        {"algorithm": name, **to_dict(config)},
-    )
-    atomic_write_json(out / "config.json", {"algorithm": name, **to_dict(config)})
+    log: MetricsLog | NoLog = NoLog()
+    if main:
+        log = MetricsLog(
+            out,
+            config.tensorboard,
+            start,
+            config.report_to,
+            config.project,
+            {"algorithm": name, **to_dict(config), "processes": procs.count},
+        )
+        atomic_write_json(
+            out / "config.json", {"algorithm": name, **to_dict(config), "processes": procs.count}
+        )
 
-    bar = tqdm(total=total, initial=start, desc=name, unit="step", disable=not config.progress)
+    bar = tqdm(
+        total=total,
+        initial=start,
+        desc=name,
+        unit="step",
+        disable=not (config.progress and main),
+    )
     for step in range(start, total):
         t0 = time.perf_counter()
         epoch, position = divmod(step, per_epoch)
@@ -487,16 +516,12 @@ def train_offline(
         ]
         optimizer.zero_grad(set_to_none=True)
         try:
-            loss, metrics = objective.loss(batch)
-            bad = check_finite(step + 1, loss, metrics)
-            if bad:
-                raise NonFiniteError(bad, step + 1)
-            loss.backward()
+            metrics = _step_on_share(procs, objective, batch, step + 1)
             try:
                 norm = _clip_and_step(params, optimizer, config.grad_clip)
             except NonFiniteError as exc:
                 raise NonFiniteError(exc.quantity, step + 1) from None
-            metrics = {"loss": loss.item(), **metrics, "grad_norm": norm}
+            metrics["grad_norm"] = norm
         except NonFiniteError as exc:
             if config.on_nonfinite == "stop":
                 log.close()
@@ -504,7 +529,8 @@ def train_offline(
                 raise FloatingPointError(
                     f"{exc} (on_nonfinite=skip would skip the update)"
                 ) from None
-            print(f"{exc}; update skipped")
+            if main:
+                print(f"{exc}; update skipped")
             optimizer.zero_grad(set_to_none=True)
             metrics = {"skipped": 1.0}
         scheduler.step()
@@ -518,7 +544,7 @@ def train_offline(
         bar.set_postfix(
             {k: f"{v:.3g}" for k, v in metrics.items() if k in ("loss", "reward_accuracy")}
         )
-        if (step + 1) % config.checkpoint_every == 0 and step + 1 < total:
+        if main and (step + 1) % config.checkpoint_every == 0 and step + 1 < total:
             checkpoints.save(
                 step + 1,
                 {
@@ -533,6 +559,8 @@ def train_offline(
                     "config": to_dict(config),
                 },
             )
+        if (step + 1) % config.checkpoint_every == 0:
+            procs.barrier()  # the checkpoint is complete before anyone goes on
     bar.close()
     after = objective.evaluate(held_out, config.eval_batch_size)
     log.close()
@@ -545,9 +573,42 @@ def train_offline(
         "held_out_start": before,
         "held_out": after,
     }
-    write_folder_atomically(policy.save, out / "policy")
-    atomic_write_json(out / "metrics.json", result)
+    if main:
+        write_folder_atomically(policy.save, out / "policy")
+        atomic_write_json(out / "metrics.json", result)
+    procs.barrier()
     return result
+
+
+def _step_on_share(procs, objective: Objective, batch: list[Example], step: int) -> dict:
+    """Loss and gradient of this process's contiguous share of ``batch``, weighted so that the
+    processes' summed gradients are those of the whole batch; the gradients are summed here.
+    Returns the batch's metrics (weighted means over the processes); raises NonFiniteError
+    on every process when any process meets a NaN/inf."""
+    share = procs.split(batch)
+    metrics: dict[str, float] = {}
+    loss = None
+    if share:
+        loss, metrics = objective.loss(share)
+        metrics = {"loss": float(loss.detach()), **metrics}
+    key = getattr(objective, "weight_key", None)
+    weight = float(metrics.get(key, len(share))) if share else 0.0
+    bad = check_finite(step, loss, metrics) if loss is not None else None
+    bad = procs.agree(bad)
+    if bad:
+        raise NonFiniteError(bad, step)
+    parts = procs.objects([(weight, metrics)])
+    total = sum(w for w, _ in parts)
+    if loss is not None and total > 0:
+        (loss * (weight / total)).backward()
+    procs.sync_gradients(objective.policy.trainable_parameters())
+    if len(parts) == 1:
+        return metrics
+    keys = next((list(m) for w, m in parts if m), [])
+    summed = {k: sum(w * m[k] for w, m in parts if m) / total for k in keys}
+    if key in summed:
+        summed[key] = sum(m[key] for _, m in parts if m)  # a count: the batch's total
+    return summed
 
 
 # --------------------------------------------------------------------------- commands
