@@ -22,3 +22,15 @@ def test_logits_to_keep_gives_the_last_positions_of_a_full_forward(kind, keep):
         last = call(ids, mask, pos, logits_to_keep=keep)
     assert last.shape == (3, keep, 40)
     torch.testing.assert_close(last, full[:, -keep:], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_a_one_token_input_keeps_its_logits(kind):
+    model = tiny_causal_lm(kind, vocab_size=40)
+    ids = torch.tensor([[5], [7]])
+    mask, pos = torch.ones_like(ids), torch.zeros_like(ids)
+    with torch.no_grad():
+        full = Caller(model)(ids, mask, pos)
+        last = Caller(model)(ids, mask, pos, logits_to_keep=1)
+    assert last.shape == (2, 1, 40)
+    torch.testing.assert_close(last, full, atol=1e-6, rtol=0)

@@ -142,8 +142,10 @@ class Caller:
             # slices a strided view, which torch turns into a batched product over a copy
             # of the head expanded to every row (900 MB and ~1 s per SmolLM2 prefill in bf16).
             length = input_ids.shape[1]
-            kwargs["logits_to_keep"] = torch.arange(
-                max(length - logits_to_keep, 0), length, device=input_ids.device
+            kwargs["logits_to_keep"] = (
+                logits_to_keep  # a decode step: the slice is the whole, contiguous tensor
+                if length <= logits_to_keep
+                else torch.arange(length - logits_to_keep, length, device=input_ids.device)
             )
         if adapter_names is not None:
             kwargs["adapter_names"] = adapter_names
