@@ -135,9 +135,8 @@ def test_two_processes_equal_one_process_with_their_chunks(root, algorithm):
     assert_identical(*(policy_weights(root / name / algorithm) for name in ("p1-accum2", "p2")))
 
 
-@pytest.mark.slow  # about 15-20 s: two more launches of the full CLI
-def test_cli_under_accelerate_launch(tmp_path):
-    """The documented command: ``accelerate launch ... -m nlhf.cli train ppo``."""
+def save_tiny_model(folder: Path) -> None:
+    """The tiny random GPT-2 of these tests and its byte tokenizer, as a model folder."""
     from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
 
     tok = byte_tokenizer()
@@ -145,8 +144,14 @@ def test_cli_under_accelerate_launch(tmp_path):
         "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id, seed=0,
     )  # fmt: skip
-    model.save_pretrained(tmp_path / "tiny")
-    tok.save_pretrained(tmp_path / "tiny")
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+
+
+@pytest.mark.slow  # about 15-20 s: two more launches of the full CLI
+def test_cli_under_accelerate_launch(tmp_path):
+    """The documented command: ``accelerate launch ... -m nlhf.cli train ppo``."""
+    save_tiny_model(tmp_path / "tiny")
     prompts = ["I loved", "This film", "The worst", "What a", "Great", "Sad"]
     (tmp_path / "prompts.jsonl").write_text(
         "".join(json.dumps({"prompt": p}) + "\n" for p in prompts)
@@ -176,15 +181,7 @@ def test_offline_trainers_under_two_processes(tmp_path, command):
     weights; SFT weights each share by its response tokens."""
     import random
 
-    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
-
-    tok = byte_tokenizer()
-    model = tiny_causal_lm(
-        "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id, seed=0,
-    )  # fmt: skip
-    model.save_pretrained(tmp_path / "tiny")
-    tok.save_pretrained(tmp_path / "tiny")
+    save_tiny_model(tmp_path / "tiny")
     rng = random.Random(0)
     with open(tmp_path / "pairs.jsonl", "w") as f:
         for i in range(14):  # replies of different lengths: SFT's token weights matter

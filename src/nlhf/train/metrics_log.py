@@ -32,11 +32,17 @@ class TrackerMissingError(ImportError):
     """A tracker was asked for (``report_to``) but its package is not installed."""
 
 
+def check_tracker_names(names: Sequence[str]) -> None:
+    """Raise ValueError naming the trackers that are not known (a config's ``report_to``)."""
+    unknown = sorted(set(names) - set(TRACKERS))
+    if unknown:
+        raise ValueError(f"report_to: unknown {unknown} (known: {', '.join(TRACKERS)})")
+
+
 def check_trackers(names: Sequence[str]) -> None:
     """Raise ValueError for an unknown tracker, TrackerMissingError for one not installed."""
+    check_tracker_names(names)
     for name in names:
-        if name not in TRACKERS:
-            raise ValueError(f"report_to: unknown tracker {name!r} (known: {', '.join(TRACKERS)})")
         if importlib.util.find_spec(name) is None:
             raise TrackerMissingError(
                 f"report_to={name}: the {name} package is not installed; pip install {name}"

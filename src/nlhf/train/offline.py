@@ -46,7 +46,7 @@ from nlhf.config import option, to_dict
 from nlhf.files import atomic_write_json, write_folder_atomically
 from nlhf.losses import dpo_loss, ipo_loss, sft_loss
 from nlhf.train.checkpoint import Checkpointer
-from nlhf.train.metrics_log import TRACKERS, MetricsLog
+from nlhf.train.metrics_log import MetricsLog, check_tracker_names
 from nlhf.train.online import (
     NoLog,
     NonFiniteError,
@@ -105,9 +105,7 @@ class OfflineConfig(PolicyFields):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        unknown = sorted(set(self.report_to) - set(TRACKERS))
-        if unknown:
-            raise ValueError(f"report_to: unknown {unknown} (known: {', '.join(TRACKERS)})")
+        check_tracker_names(self.report_to)
         if not 0 < self.held_out < 1:
             raise ValueError(f"held_out must lie in (0, 1), got {self.held_out}")
         for name in (
@@ -516,7 +514,7 @@ def train_offline(
         ]
         optimizer.zero_grad(set_to_none=True)
         try:
-            metrics = _step_on_share(procs, objective, batch, step + 1)
+            metrics = _step_on_share(procs, objective, params, batch, step + 1)
             try:
                 norm = _clip_and_step(params, optimizer, config.grad_clip)
             except NonFiniteError as exc:
@@ -580,7 +578,9 @@ def train_offline(
     return result
 
 
-def _step_on_share(procs, objective: Objective, batch: list[Example], step: int) -> dict:
+def _step_on_share(
+    procs, objective: Objective, params: list, batch: list[Example], step: int
+) -> dict:
     """Loss and gradient of this process's contiguous share of ``batch``, weighted so that the
     processes' summed gradients are those of the whole batch; the gradients are summed here.
     Returns the batch's metrics (weighted means over the processes); raises NonFiniteError
@@ -601,7 +601,7 @@ def _step_on_share(procs, objective: Objective, batch: list[Example], step: int)
     total = sum(w for w, _ in parts)
     if loss is not None and total > 0:
         (loss * (weight / total)).backward()
-    procs.sync_gradients(objective.policy.trainable_parameters())
+    procs.sync_gradients(params)
     if len(parts) == 1:
         return metrics
     keys = next((list(m) for w, m in parts if m), [])

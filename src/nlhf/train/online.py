@@ -60,7 +60,7 @@ from nlhf.config import option, to_dict
 from nlhf.files import atomic_write_json, write_folder_atomically
 from nlhf.train.checkpoint import Checkpointer
 from nlhf.train.distributed import Processes
-from nlhf.train.metrics_log import TRACKERS, MetricsLog
+from nlhf.train.metrics_log import MetricsLog, check_tracker_names
 from nlhf.train.policy_fields import PolicyFields, load_policy
 
 
@@ -114,9 +114,7 @@ class OnlineConfig(PolicyFields):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        unknown = sorted(set(self.report_to) - set(TRACKERS))
-        if unknown:
-            raise ValueError(f"report_to: unknown {unknown} (known: {', '.join(TRACKERS)})")
+        check_tracker_names(self.report_to)
         for name in ("steps", "batch_size", "grad_accum", "max_new_tokens", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
