@@ -173,13 +173,16 @@ def test_cli_under_accelerate_launch(tmp_path):
         assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4)
 
 
-@pytest.mark.slow  # about 20 s: four launches of the CLI
-@pytest.mark.parametrize("command", ["dpo", "sft"])
-def test_offline_trainers_under_two_processes(tmp_path, command):
-    """``nlhf train dpo|sft`` under 2 processes: uneven shares (5 = 3 + 2) and a last batch
-    of one pair (one process gets nothing) give the 1-process losses, gradient norms and
-    weights; SFT weights each share by its response tokens."""
+@pytest.mark.slow  # about 40 s: six launches of the CLI
+@pytest.mark.parametrize("command,lora", [("dpo", "0"), ("sft", "4")])
+def test_offline_trainers_under_two_processes(tmp_path, command, lora):
+    """``nlhf train dpo|sft`` under 2 processes, whole model per process and sharded with
+    ``fsdp=true``: uneven shares (5 = 3 + 2) and a last batch of one pair (one process gets
+    nothing) give the 1-process losses, gradient norms and weights; SFT weights each share by
+    its response tokens.  DPO trains every weight (the frozen reference copy is sharded too),
+    SFT a LoRA adapter.  A sharded run resumed from its step-2 checkpoint ends the same."""
     import random
+    import shutil
 
     save_tiny_model(tmp_path / "tiny")
     rng = random.Random(0)
@@ -189,31 +192,56 @@ def test_offline_trainers_under_two_processes(tmp_path, command):
             f.write(json.dumps({"prompt": f"item {i}", "chosen": word, "rejected": word.upper()}))
             f.write("\n")
     args = [
-        "-m", "nlhf.cli", "train", command, "--policy", str(tmp_path / "tiny"), "--lora-r", "0",
+        "-m", "nlhf.cli", "train", command, "--policy", str(tmp_path / "tiny"), "--lora-r", lora,
         "--data", str(tmp_path / "pairs.jsonl"), "--held-out", "0.2", "--batch-size", "5",
         "--lr", "0.01", "--no-progress", "--no-tensorboard", "checkpoint_every=2",
     ]  # fmt: skip
-    outs = []
-    for processes in (1, 2):
-        out = tmp_path / f"p{processes}"
-        launch(*args, "--out", str(out), processes=processes)
+    runs = {"p1": (1, []), "p2": (2, []), "fsdp": (2, ["fsdp=true"])}
+    outs = {}
+    for name, (processes, extra) in runs.items():
+        out = tmp_path / name
+        launch(*args, "--out", str(out), *extra, processes=processes)
         summary = json.loads((out / "metrics.json").read_text())
         assert summary["train_examples"] % 5 == 1  # the last batch has one row
         assert json.loads((out / "config.json").read_text())["processes"] == processes
-        outs.append(metrics(out))
-    one, two = outs
-    assert len(one) == len(two) == 3
-    for a, b in zip(one, two, strict=True):
-        assert abs(a["loss"] - b["loss"]) <= 1e-5, (a["step"], a["loss"], b["loss"])
-        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4)
-        for key in (
-            ("pairs", "reward_accuracy", "reward_margin") if command == "dpo" else ("tokens",)
-        ):
-            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), (a["step"], key)
+        outs[name] = metrics(out)
+    one = outs["p1"]
+    assert len(one) == 3
     assert len({r["loss"] for r in one}) == 3
-    w1, w2 = (policy_weights(tmp_path / f"p{n}") for n in (1, 2))
+    w1 = policy_weights(tmp_path / "p1")
+    for name in ("p2", "fsdp"):
+        two = outs[name]
+        assert len(two) == 3
+        for a, b in zip(one, two, strict=True):
+            assert abs(a["loss"] - b["loss"]) <= 1e-5, (name, a["step"], a["loss"], b["loss"])
+            assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4), name
+            for key in (
+                ("pairs", "reward_accuracy", "reward_margin") if command == "dpo" else ("tokens",)
+            ):
+                assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), (name, a["step"], key)
+        w2 = policy_weights(tmp_path / name)
+        assert w2.keys() == w1.keys()
+        for key in w1:
+            torch.testing.assert_close(w2[key], w1[key], atol=1e-4, rtol=1e-3)
+
+    # Resume the sharded run from its step-2 checkpoint: the same last step and weights.
+    fsdp = tmp_path / "fsdp"
+    shutil.rmtree(fsdp / "policy")
+    (fsdp / "metrics.json").unlink()
+    done = launch(*args, "--out", str(fsdp), "fsdp=true", processes=2)
+    assert "resuming from step 2 of 3" in done.stdout
+    resumed = metrics(fsdp)
+    assert [r["step"] for r in resumed] == [1, 2, 3]
+    assert resumed[-1]["loss"] == pytest.approx(outs["fsdp"][-1]["loss"], abs=1e-6)
+    again = policy_weights(fsdp)
     for key in w1:
-        torch.testing.assert_close(w2[key], w1[key], atol=1e-4, rtol=1e-3)
+        torch.testing.assert_close(again[key], w1[key], atol=1e-4, rtol=1e-3)
+    # Its checkpoints hold sharded optimizer state: an unsharded run refuses them.
+    refused = subprocess.run(
+        [sys.executable, *args, "--out", str(fsdp)], capture_output=True, text=True, timeout=240
+    )
+    assert refused.returncode != 0
+    assert "written with fsdp=true; resume with the same setting" in refused.stderr
 
 
 # --------------------------------------------------------------------------- in one process

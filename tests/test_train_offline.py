@@ -170,6 +170,12 @@ def test_interrupted_run_resumes_to_identical_weights_and_metrics(tmp_path):
     assert full["held_out"] == resumed["held_out"]
 
 
+def test_fsdp_in_one_process_is_refused_before_training(tmp_path):
+    with pytest.raises(ValueError, match="fsdp=true shards the model over several processes"):
+        train_pairs(tmp_path, fsdp=True)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
 class NaNOnSecondStep:
     """Wraps an objective; its loss is NaN on the second call."""
 

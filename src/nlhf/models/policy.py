@@ -248,10 +248,11 @@ class Policy:
     def pad_token_id(self) -> int:
         return pad_token_id(self.model, self.tokenizer)
 
-    def save(self, folder: str | Path) -> None:
-        """Save the model (the adapter only, under LoRA) and the tokenizer into ``folder``."""
+    def save(self, folder: str | Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        """Save the model (the adapter only, under LoRA) and the tokenizer into ``folder``;
+        ``state_dict`` replaces the model's own (a sharded model's gathered weights)."""
         folder = Path(folder)
-        self.model.save_pretrained(folder)
+        self.model.save_pretrained(folder, state_dict=state_dict)
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(folder)
 

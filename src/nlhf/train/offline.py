@@ -26,7 +26,11 @@ module owns what they share:
   loss by its share of the batch's pairs (DPO/IPO) or response tokens (SFT) and the
   gradients are summed before clipping, so the update is the one-process update; logged
   metrics are weighted means over the processes; every process evaluates the whole held-out
-  set; only the main process writes metrics, checkpoints and ``policy/``.
+  set; only the main process writes metrics, checkpoints and ``policy/``;
+- ``fsdp=true`` shards the policy (and a frozen reference copy) over those processes
+  (:mod:`nlhf.train.sharding`): the same updates, 1/N of the weights, gradients and
+  optimizer state per process; checkpoints hold whole tensors and resume only under
+  ``fsdp=true``.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from tqdm.auto import tqdm
 from nlhf.config import option, to_dict
 from nlhf.files import atomic_write_json, write_folder_atomically
 from nlhf.losses import dpo_loss, ipo_loss, sft_loss
+from nlhf.train import sharding
 from nlhf.train.checkpoint import Checkpointer
 from nlhf.train.metrics_log import MetricsLog, check_tracker_names
 from nlhf.train.online import (
@@ -101,6 +106,11 @@ class OfflineConfig(PolicyFields):
         [], "also log to these trackers (installed separately): wandb, trackio"
     )
     project: str = option("nlhf", "the trackers' project name (the run is named after --out)")
+    fsdp: bool = option(
+        False,
+        "shard weights, gradients and optimizer state over the processes (PyTorch FSDP2: "
+        "each decoder layer, then the whole model); needs several processes (accelerate launch)",
+    )
     progress: bool = option(True, "show a progress bar")
 
     def __post_init__(self) -> None:
@@ -433,7 +443,7 @@ def _scalars(prefix: str, metrics: dict[str, Any]) -> dict[str, float]:
 
 def _clip_and_step(params, optimizer, grad_clip: float) -> float:
     limit = grad_clip if grad_clip > 0 else float("inf")
-    norm = float(torch.nn.utils.clip_grad_norm_(params, limit))
+    norm = float(sharding.whole(torch.nn.utils.clip_grad_norm_(params, limit)))
     if not math.isfinite(norm):
         raise NonFiniteError("grad_norm")
     optimizer.step()
@@ -456,28 +466,41 @@ def train_offline(
 
     procs = Processes()
     main = procs.is_main
+    if config.fsdp and not procs.many:
+        raise ValueError(
+            "fsdp=true shards the model over several processes, and this run has one: start "
+            "it with accelerate launch --multi_gpu --num_processes N -m nlhf.cli train ..."
+        )
     policy, out = objective.policy, Path(config.out)
     total = total_steps(config, len(train))
     per_epoch = math.ceil(len(train) / config.batch_size)
+    checkpoints = Checkpointer(out / "checkpoints")
+    state = checkpoints.load_latest() if config.resume else None
+    if state is not None and bool(state.get("fsdp", False)) != config.fsdp:
+        raise ValueError(
+            f"{checkpoints.folder}: the checkpoint was written with fsdp="
+            f"{str(state.get('fsdp', False)).lower()}; resume with the same setting or start "
+            "a new --out"
+        )
     if policy.device != procs.device:
         policy.to(procs.device)
+    procs.broadcast_parameters(policy.trainable_parameters())
+    if config.fsdp:
+        sharding.shard_policy(policy)
     params = policy.trainable_parameters()
-    procs.broadcast_parameters(params)
     optimizer = build_optimizer(config, params)
     schedule = SimpleNamespace(
         steps=total, warmup_steps=config.warmup_steps, schedule=config.schedule
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(schedule))
-    checkpoints = Checkpointer(out / "checkpoints")
 
     start, before = 0, None
-    state = checkpoints.load_latest() if config.resume else None
     if state is not None:
-        named = dict(policy.model.named_parameters())
-        with torch.no_grad():
-            for key, value in state["trainable"].items():
-                named[key].copy_(value)
-        optimizer.load_state_dict(state["optimizer"])
+        sharding.load_trainable_state(policy.model, state["trainable"])
+        if config.fsdp:
+            sharding.load_optimizer_state(policy.model, optimizer, state["optimizer"])
+        else:
+            optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         start, before = int(state["step"]), state["held_out_start"]
         if main:
@@ -514,7 +537,7 @@ def train_offline(
         ]
         optimizer.zero_grad(set_to_none=True)
         try:
-            metrics = _step_on_share(procs, objective, params, batch, step + 1)
+            metrics = _step_on_share(procs, objective, params, batch, step + 1, config.fsdp)
             try:
                 norm = _clip_and_step(params, optimizer, config.grad_clip)
             except NonFiniteError as exc:
@@ -542,22 +565,25 @@ def train_offline(
         bar.set_postfix(
             {k: f"{v:.3g}" for k, v in metrics.items() if k in ("loss", "reward_accuracy")}
         )
-        if main and (step + 1) % config.checkpoint_every == 0 and step + 1 < total:
-            checkpoints.save(
-                step + 1,
-                {
-                    "trainable": {
-                        n: p.detach().cpu()
-                        for n, p in policy.model.named_parameters()
-                        if p.requires_grad
+        if (step + 1) % config.checkpoint_every == 0 and step + 1 < total:
+            if config.fsdp:  # gathering sharded weights and optimizer state: a collective
+                trainable = sharding.trainable_state(policy.model)
+                optimizer_state = sharding.optimizer_state(policy.model, optimizer)
+            elif main:
+                trainable = sharding.trainable_state(policy.model)
+                optimizer_state = optimizer.state_dict()
+            if main:
+                checkpoints.save(
+                    step + 1,
+                    {
+                        "trainable": trainable,
+                        "optimizer": optimizer_state,
+                        "scheduler": scheduler.state_dict(),
+                        "held_out_start": before,
+                        "config": to_dict(config),
+                        "fsdp": config.fsdp,
                     },
-                    "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(),
-                    "held_out_start": before,
-                    "config": to_dict(config),
-                },
-            )
-        if (step + 1) % config.checkpoint_every == 0:
+                )
             procs.barrier()  # the checkpoint is complete before anyone goes on
     bar.close()
     after = objective.evaluate(held_out, config.eval_batch_size)
@@ -571,26 +597,30 @@ def train_offline(
         "held_out_start": before,
         "held_out": after,
     }
+    whole_model = sharding.model_state(policy.model) if config.fsdp else None
     if main:
-        write_folder_atomically(policy.save, out / "policy")
+        write_folder_atomically(lambda folder: policy.save(folder, whole_model), out / "policy")
         atomic_write_json(out / "metrics.json", result)
     procs.barrier()
     return result
 
 
 def _step_on_share(
-    procs, objective: Objective, params: list, batch: list[Example], step: int
+    procs, objective: Objective, params: list, batch: list[Example], step: int, sharded: bool
 ) -> dict:
     """Loss and gradient of this process's contiguous share of ``batch``, weighted so that the
-    processes' summed gradients are those of the whole batch; the gradients are summed here.
-    Returns the batch's metrics (weighted means over the processes); raises NonFiniteError
-    on every process when any process meets a NaN/inf."""
+    processes' summed gradients are those of the whole batch; the gradients are summed here
+    (by FSDP's reduce-scatter when ``sharded``).  Returns the batch's metrics (weighted means
+    over the processes); raises NonFiniteError on every process when any process meets a
+    NaN/inf."""
     share = procs.split(batch)
     metrics: dict[str, float] = {}
     loss = None
     if share:
         loss, metrics = objective.loss(share)
         metrics = {"loss": float(loss.detach()), **metrics}
+    elif sharded:  # every process must take part in each sharded forward and backward
+        loss, _ = objective.loss(batch[:1])
     key = getattr(objective, "weight_key", None)
     weight = float(metrics.get(key, len(share))) if share else 0.0
     bad = check_finite(step, loss, metrics) if loss is not None else None
@@ -601,7 +631,8 @@ def _step_on_share(
     total = sum(w for w, _ in parts)
     if loss is not None and total > 0:
         (loss * (weight / total)).backward()
-    procs.sync_gradients(params)
+    if not sharded:
+        procs.sync_gradients(params)
     if len(parts) == 1:
         return metrics
     keys = next((list(m) for w, m in parts if m), [])

@@ -40,8 +40,9 @@ before clipping (:mod:`nlhf.train.distributed`), so the update is that of the gl
 metrics are global averages.  Only the main process writes ``metrics.jsonl``, TensorBoard,
 checkpoints and ``policy/`` and shows the progress bar; every process resumes from the same
 checkpoint.  Each process holds a whole copy of the model on its device (``accelerate``
-picks the GPU of each process); the model is not sharded, so FSDP/DeepSpeed settings in an
-``accelerate config`` are not applied.  With one process nothing is gathered or copied.
+picks the GPU of each process); the model is not sharded (only the offline trainers have
+``fsdp=true``, :mod:`nlhf.train.sharding`), so FSDP/DeepSpeed settings in an ``accelerate
+config`` are not applied.  With one process nothing is gathered or copied.
 """
 
 from __future__ import annotations
