@@ -1,11 +1,12 @@
 """A few steps of online training on a tiny random-init GPT-2, for the multi-process test.
 
-    python tests/distributed_run.py OUT [ALGORITHM ...] [--grad-accum N]
+    python tests/distributed_run.py OUT [ALGORITHM ...] [--grad-accum N] [--fsdp]
     accelerate launch --cpu --num_processes 2 --num_machines 1 --mixed_precision no \\
         --dynamo_backend no tests/distributed_run.py OUT nash-md ppo
 
 Each algorithm (nash-md, ppo, online-dpo, nash-ema, nash-mp) trains into ``OUT/<algorithm>``
-with the same global batch; the judge counts lowercase letters (a plain function, so every
+with the same global batch (``--fsdp``: the model sharded over the processes); the judge
+counts lowercase letters (a plain function, so every
 launched process builds its own).  tests/test_train_distributed.py compares the outputs of
 one and of two processes.
 """
@@ -32,7 +33,7 @@ def lowercase(prompt: str, text: str) -> float:
     return float(sum(ch.islower() for ch in text))
 
 
-def train(out: str, name: str, grad_accum: int) -> None:
+def train(out: str, name: str, grad_accum: int, fsdp: bool = False) -> None:
     module, algorithm, extra = ALGORITHMS[name]
     tok = byte_tokenizer()
     model = tiny_causal_lm(
@@ -42,7 +43,7 @@ def train(out: str, name: str, grad_accum: int) -> None:
     policy = Policy(model, tok, PolicyConfig(lora_r=0))
     settings = dict(
         out=f"{out}/{name}", steps=3, batch_size=4, grad_accum=grad_accum, max_new_tokens=5,
-        lr=1e-2, checkpoint_every=2, progress=False, tensorboard=False, seed=3,
+        lr=1e-2, checkpoint_every=2, progress=False, tensorboard=False, seed=3, fsdp=fsdp,
     )  # fmt: skip
     settings.update(extra)
     config = module.Config(**settings)
@@ -58,9 +59,10 @@ def main() -> None:
     parser.add_argument("out")
     parser.add_argument("algorithms", nargs="*", default=["nash-md", "ppo"])
     parser.add_argument("--grad-accum", type=int, default=1)
+    parser.add_argument("--fsdp", action="store_true")
     args = parser.parse_args()
     for name in args.algorithms:
-        train(args.out, name, args.grad_accum)
+        train(args.out, name, args.grad_accum, args.fsdp)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from online_harness import metrics, policy_weights, saved_tensors
 HERE = Path(__file__).parent
 ALGORITHMS = ["nash-md", "ppo", "online-dpo"]
 SAME_CHUNKS = ["nash-md", "online-dpo", "nash-ema", "nash-mp"]
+SHARDED = sorted(set(ALGORITHMS) | set(SAME_CHUNKS))  # every online trainer under fsdp=true
 LOGGED = {
     "nash-md": ("win_rate", "kl", "length", "mixture_length"),
     "ppo": ("reward", "reward_std", "kl", "kl_coef", "returns", "value_mean", "policy_loss",
@@ -67,11 +68,12 @@ def launch(*args: str, processes: int, timeout: int = 240) -> subprocess.Complet
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
-    """p1: 1 process; p1-accum2: 1 process, grad_accum 2; p2: 2 processes."""
+    """p1: 1 process; p1-accum2: 1 process, grad_accum 2; p2: 2 processes; p2-fsdp: 2
+    processes, the model sharded."""
     root = tmp_path_factory.mktemp("distributed")
     script = str(HERE / "distributed_run.py")
-    both = sorted(set(ALGORITHMS) | set(SAME_CHUNKS))
-    launch(script, str(root / "p2"), *both, processes=2)
+    launch(script, str(root / "p2"), *SHARDED, processes=2)
+    launch(script, str(root / "p2-fsdp"), *SHARDED, "--fsdp", processes=2)
     launch(script, str(root / "p1"), *ALGORITHMS, processes=1)
     launch(script, str(root / "p1-accum2"), *SAME_CHUNKS, "--grad-accum", "2", processes=1)
     return root
@@ -122,6 +124,88 @@ def test_two_processes_reproduce_one(runs, algorithm):
         h1, h2 = (saved_tensors(folder / "ppo" / "value_head.safetensors") for folder in runs)
         for key in h1:
             torch.testing.assert_close(h2[key], h1[key], atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("algorithm", SHARDED)
+def test_sharded_processes_reproduce_one(root, algorithm):
+    """``fsdp=true``: each process holds half of every weight, gradient and optimizer moment
+    (the frozen reference copy too) and the run is the one-process run: losses to 1e-5,
+    gradient norms to 1e-4, other statistics and the final weights as above.  Nash-EMA and
+    Nash-MP are compared with one process forming the same chunks (see the module doc)."""
+    one_name = "p1" if algorithm in ALGORITHMS else "p1-accum2"
+    one, two = (metrics(root / name / algorithm) for name in (one_name, "p2-fsdp"))
+    assert [r["step"] for r in one] == [r["step"] for r in two] == [1, 2, 3]
+    for a, b in zip(one, two, strict=True):
+        assert abs(a["loss"] - b["loss"]) <= 1e-5, (a["step"], a["loss"], b["loss"])
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4, abs=1e-7)
+        for key in LOGGED.get(algorithm, ()):
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-4), (a["step"], key)
+    w1, w2 = (policy_weights(root / name / algorithm) for name in (one_name, "p2-fsdp"))
+    assert w1.keys() == w2.keys()
+    for key in w1:
+        torch.testing.assert_close(w2[key], w1[key], atol=1e-4, rtol=1e-3)
+    if algorithm == "ppo":
+        h1, h2 = (
+            saved_tensors(root / n / "ppo" / "value_head.safetensors") for n in ("p1", "p2-fsdp")
+        )
+        for key in h1:
+            torch.testing.assert_close(h2[key], h1[key], atol=1e-4, rtol=1e-3)
+
+
+def test_sharded_run_resumes_from_its_checkpoint(root, tmp_path):
+    """Nash-EMA under ``fsdp=true`` restarted from its step-2 checkpoint (sharded weights,
+    optimizer moments and moving average, all saved whole) ends with the same weights."""
+    import shutil
+
+    shutil.copytree(root / "p2-fsdp" / "nash-ema", tmp_path / "nash-ema")
+    shutil.rmtree(tmp_path / "nash-ema" / "policy")
+    done = launch(
+        str(HERE / "distributed_run.py"), str(tmp_path), "nash-ema", "--fsdp", processes=2
+    )
+    assert "resuming from step 2 of 3" in done.stdout
+    first, again = metrics(root / "p2-fsdp" / "nash-ema"), metrics(tmp_path / "nash-ema")
+    assert [r["step"] for r in again] == [1, 2, 3]
+    assert again[-1]["loss"] == pytest.approx(first[-1]["loss"], abs=1e-6)
+    from online_harness import assert_identical
+
+    assert_identical(
+        policy_weights(root / "p2-fsdp" / "nash-ema"), policy_weights(tmp_path / "nash-ema")
+    )
+
+
+LOCKSTEP = """
+import torch
+from nlhf.models import Policy, PolicyConfig, sample
+from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+from nlhf.train.distributed import Processes
+from nlhf.train.sharding import shard_policy
+
+procs = Processes()
+tok = byte_tokenizer()
+model = tiny_causal_lm(
+    "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+    pad_token_id=tok.pad_token_id, seed=0,
+)
+policy = Policy(model, tok, PolicyConfig(lora_r=0))
+shard_policy(policy)
+ids = torch.tensor([[5, 6, 7]])
+eos = list(range(len(tok))) if procs.index == 0 else []  # process 0: any token ends the row
+out = sample(policy, ids, torch.ones_like(ids), 6, eos_token_id=eos,
+             generator=torch.Generator().manual_seed(0))
+print(f"RANK {procs.index} lengths {out.lengths.tolist()}", flush=True)
+procs.barrier()
+torch.distributed.destroy_process_group()
+"""
+
+
+def test_sharded_sampling_keeps_the_processes_in_step(tmp_path):
+    """With a sharded model every decoding forward is a collective: a process whose rows have
+    all ended keeps stepping (its rows padded) until every process's rows have."""
+    script = tmp_path / "lockstep.py"
+    script.write_text(LOCKSTEP)
+    done = launch(str(script), processes=2, timeout=120)
+    assert "RANK 0 lengths [1]" in done.stdout
+    assert "RANK 1 lengths [6]" in done.stdout
 
 
 @pytest.mark.parametrize("algorithm", SAME_CHUNKS)
@@ -180,7 +264,8 @@ def test_offline_trainers_under_two_processes(tmp_path, command, lora):
     ``fsdp=true``: uneven shares (5 = 3 + 2) and a last batch of one pair (one process gets
     nothing) give the 1-process losses, gradient norms and weights; SFT weights each share by
     its response tokens.  DPO trains every weight (the frozen reference copy is sharded too),
-    SFT a LoRA adapter.  A sharded run resumed from its step-2 checkpoint ends the same."""
+    SFT a LoRA adapter.  A sharded run resumed from its step-2 checkpoint ends the same, under
+    two sharded processes and under one unsharded process."""
     import random
     import shutil
 
@@ -236,12 +321,12 @@ def test_offline_trainers_under_two_processes(tmp_path, command, lora):
     again = policy_weights(fsdp)
     for key in w1:
         torch.testing.assert_close(again[key], w1[key], atol=1e-4, rtol=1e-3)
-    # Its checkpoints hold sharded optimizer state: an unsharded run refuses them.
-    refused = subprocess.run(
-        [sys.executable, *args, "--out", str(fsdp)], capture_output=True, text=True, timeout=240
-    )
-    assert refused.returncode != 0
-    assert "written with fsdp=true; resume with the same setting" in refused.stderr
+    # Checkpoints hold whole tensors: one unsharded process resumes the sharded run too.
+    shutil.rmtree(fsdp / "policy")
+    done = launch(*args, "--out", str(fsdp), processes=1)
+    assert "resuming from step 2 of 3" in done.stdout
+    for key, value in policy_weights(fsdp).items():
+        torch.testing.assert_close(value, w1[key], atol=1e-4, rtol=1e-3)
 
 
 # --------------------------------------------------------------------------- in one process

@@ -42,6 +42,18 @@ def is_peft_model(model: Any) -> bool:
     return peft_model is not None and isinstance(model, peft_model.PeftModel)
 
 
+def is_sharded(model: Any) -> bool:
+    """True for a model (or the peft model under an adapter-disabled view) sharded with
+    FSDP2 over the processes of an initialized process group."""
+    if model is None or "torch.distributed.fsdp" not in sys.modules:
+        return False
+    from torch.distributed.fsdp import FSDPModule
+
+    if isinstance(model, AdapterDisabled):
+        model = model.peft_model
+    return isinstance(model, FSDPModule)
+
+
 class AdapterDisabled:
     """The model under a peft adapter with the adapter switched off: a reference for free.
 

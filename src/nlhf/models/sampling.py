@@ -29,7 +29,9 @@ need μ, both with their own KV cache, so the cost is linear in the length.  Whe
 reference is the LoRA policy's adapter-disabled view, policy and reference rows share a single
 forward (peft's per-row ``adapter_names``) and a single cache.  The prompt is run once per
 model and its cache copied to the rows that share it.  The loop runs in eval mode (restored
-afterwards) under ``torch.no_grad``.
+afterwards) under ``torch.no_grad``.  With a model sharded over processes by FSDP
+(``fsdp=true``) every forward is a collective, so the loop stops early only once the rows of
+every process have ended.
 
 ``policy`` may be a :class:`~nlhf.models.policy.Policy`, a Hugging Face causal LM or a peft
 model; ``reference`` may be None, ``policy.reference``, or any causal LM with the same
@@ -54,6 +56,7 @@ from nlhf.models.lm import (
     Caller,
     hf_model,
     is_peft_model,
+    is_sharded,
     model_device,
     resolve_model,
 )
@@ -306,6 +309,7 @@ class _Loop:
         self.policy = Caller(policy_model)
         self.ref = None if ref_model is None or fused else Caller(ref_model)
         self.fused = fused
+        self.lockstep = is_sharded(policy_model) or is_sharded(ref_model)
         self.device = model_device(policy_model)
         self.prompt_ids = prompt_ids.to(self.device)
         self.prompt_mask = prompt_mask.to(self.device).long()
@@ -457,7 +461,7 @@ class _Loop:
             if eos.numel():
                 finished = finished | torch.isin(tok, eos)
             steps = t + 1
-            if t == T - 1 or bool(finished.all()):
+            if t == T - 1 or self._all_finished(finished):
                 break
             # Feed the new tokens: all policy rows (then the reference rows, if fused).
             width = prompt_len + t + 1
@@ -502,6 +506,18 @@ class _Loop:
                 )
             )
         return outputs
+
+    def _all_finished(self, finished: torch.Tensor) -> bool:
+        """Every row has ended; with a sharded model, every process's rows (each forward is
+        a collective, so all processes decode the same number of tokens)."""
+        done = bool(finished.all())
+        if not self.lockstep:
+            return done
+        import torch.distributed as dist
+
+        flag = torch.tensor([1.0 if done else 0.0], device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        return bool(flag.item() > 0.0)
 
     def _noise(self, generator: Generators, vocab: int) -> torch.Tensor:
         if generator is None or isinstance(generator, torch.Generator):

@@ -156,13 +156,16 @@ class Processes:
 
     @torch.no_grad()
     def broadcast_parameters(self, params: list[torch.nn.Parameter]) -> None:
-        """Copy the main process's values of ``params`` to every process."""
+        """Copy the main process's values of ``params`` to every process (sharded ones are
+        skipped: they were broadcast before sharding, :mod:`nlhf.train.sharding`)."""
         if not self.many:
             return
         import torch.distributed as dist
+        from torch.distributed.tensor import DTensor
 
         for p in params:
-            dist.broadcast(p.data, src=0)
+            if not isinstance(p, DTensor):
+                dist.broadcast(p.data, src=0)
 
     def barrier(self) -> None:
         if self.many:

@@ -57,6 +57,7 @@ from nlhf.train.online import (
     row_generators,
     train_and_report,
 )
+from nlhf.train.sharding import like_parameters, whole, whole_tensors
 
 
 @dataclass
@@ -104,8 +105,8 @@ def ema_update(average: dict[str, torch.Tensor], model: nn.Module, decay: float)
 def relative_distance(weights: dict[str, torch.Tensor], model: nn.Module) -> float:
     """‖θ − w‖ / ‖w‖ over the tensors of ``weights`` (θ: the model's current parameters)."""
     params = dict(model.named_parameters())
-    diff = sum(float((params[n].float() - w).pow(2).sum()) for n, w in weights.items())
-    norm = sum(float(w.pow(2).sum()) for w in weights.values())
+    diff = sum(float(whole((params[n].float() - w).pow(2).sum())) for n, w in weights.items())
+    norm = sum(float(whole(w.pow(2).sum())) for w in weights.values())
     return (diff / max(norm, 1e-30)) ** 0.5
 
 
@@ -115,27 +116,40 @@ def swapped_weights(model: nn.Module, weights: dict[str, torch.Tensor]) -> Itera
 
     The parameters' own tensors are re-pointed, not copied, and put back on exit (also on an
     error), so the model's weights afterwards are exactly what they were.  Tensors whose dtype
-    or device differs from the parameter's are converted (a copy) for the block.
+    or device differs from the parameter's are converted (a copy) for the block.  Parameters
+    sharded by FSDP (``fsdp=true``) are copied into instead (FSDP gathers from its own
+    storage, which re-pointing would bypass), and copied back on exit.
     """
     params = dict(model.named_parameters())
     unknown = sorted(set(weights) - set(params))
     if unknown:
         raise KeyError(f"swapped_weights: the model has no parameters named {unknown[:3]}")
+    from torch.distributed.tensor import DTensor
+
     saved: dict[str, torch.Tensor] = {}
+    copied: dict[str, torch.Tensor] = {}
     try:
-        for name, value in weights.items():
-            p = params[name]
-            if value.shape != p.shape:
-                raise ValueError(
-                    f"swapped_weights: {name} has shape {tuple(value.shape)}, "
-                    f"the parameter {tuple(p.shape)}"
-                )
-            saved[name] = p.data
-            p.data = value.to(device=p.device, dtype=p.dtype)
+        with torch.no_grad():
+            for name, value in weights.items():
+                p = params[name]
+                if value.shape != p.shape:
+                    raise ValueError(
+                        f"swapped_weights: {name} has shape {tuple(value.shape)}, "
+                        f"the parameter {tuple(p.shape)}"
+                    )
+                if isinstance(p, DTensor):
+                    copied[name] = p.detach().clone()
+                    p.copy_(value.to(p.dtype))
+                else:
+                    saved[name] = p.data
+                    p.data = value.to(device=p.device, dtype=p.dtype)
         yield
     finally:
-        for name, original in saved.items():
-            params[name].data = original
+        with torch.no_grad():
+            for name, original in saved.items():
+                params[name].data = original
+            for name, original in copied.items():
+                params[name].copy_(original)
 
 
 # --------------------------------------------------------------------------- loss
@@ -227,7 +241,7 @@ class NashEMA:
         return totals
 
     def state_dict(self) -> dict[str, Any]:
-        return {"ema": {name: value.clone() for name, value in self.ema.items()}}
+        return {"ema": whole_tensors(self.ema)}  # sharded: a collective
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         saved = state["ema"]
@@ -237,7 +251,8 @@ class NashEMA:
                 f"checkpoint: the saved EMA weights do not match the policy's trainable "
                 f"parameters (e.g. {missing}); was it written with another lora_r or model?"
             )
-        for name, value in saved.items():
+        model = self.trainer.policy.model
+        for name, value in like_parameters(model, saved).items():
             self.ema[name] = value.to(torch.float32).clone()
 
 

@@ -29,8 +29,7 @@ module owns what they share:
   set; only the main process writes metrics, checkpoints and ``policy/``;
 - ``fsdp=true`` shards the policy (and a frozen reference copy) over those processes
   (:mod:`nlhf.train.sharding`): the same updates, 1/N of the weights, gradients and
-  optimizer state per process; checkpoints hold whole tensors and resume only under
-  ``fsdp=true``.
+  optimizer state per process; checkpoints hold whole tensors either way.
 """
 
 from __future__ import annotations
@@ -106,11 +105,6 @@ class OfflineConfig(PolicyFields):
         [], "also log to these trackers (installed separately): wandb, trackio"
     )
     project: str = option("nlhf", "the trackers' project name (the run is named after --out)")
-    fsdp: bool = option(
-        False,
-        "shard weights, gradients and optimizer state over the processes (PyTorch FSDP2: "
-        "each decoder layer, then the whole model); needs several processes (accelerate launch)",
-    )
     progress: bool = option(True, "show a progress bar")
 
     def __post_init__(self) -> None:
@@ -466,22 +460,12 @@ def train_offline(
 
     procs = Processes()
     main = procs.is_main
-    if config.fsdp and not procs.many:
-        raise ValueError(
-            "fsdp=true shards the model over several processes, and this run has one: start "
-            "it with accelerate launch --multi_gpu --num_processes N -m nlhf.cli train ..."
-        )
+    sharding.check_processes(config.fsdp, procs.count)
     policy, out = objective.policy, Path(config.out)
     total = total_steps(config, len(train))
     per_epoch = math.ceil(len(train) / config.batch_size)
     checkpoints = Checkpointer(out / "checkpoints")
     state = checkpoints.load_latest() if config.resume else None
-    if state is not None and bool(state.get("fsdp", False)) != config.fsdp:
-        raise ValueError(
-            f"{checkpoints.folder}: the checkpoint was written with fsdp="
-            f"{str(state.get('fsdp', False)).lower()}; resume with the same setting or start "
-            "a new --out"
-        )
     if policy.device != procs.device:
         policy.to(procs.device)
     procs.broadcast_parameters(policy.trainable_parameters())
@@ -496,11 +480,7 @@ def train_offline(
 
     start, before = 0, None
     if state is not None:
-        sharding.load_trainable_state(policy.model, state["trainable"])
-        if config.fsdp:
-            sharding.load_optimizer_state(policy.model, optimizer, state["optimizer"])
-        else:
-            optimizer.load_state_dict(state["optimizer"])
+        sharding.restore_weights(policy.model, optimizer, state)
         scheduler.load_state_dict(state["scheduler"])
         start, before = int(state["step"]), state["held_out_start"]
         if main:
@@ -566,22 +546,15 @@ def train_offline(
             {k: f"{v:.3g}" for k, v in metrics.items() if k in ("loss", "reward_accuracy")}
         )
         if (step + 1) % config.checkpoint_every == 0 and step + 1 < total:
-            if config.fsdp:  # gathering sharded weights and optimizer state: a collective
-                trainable = sharding.trainable_state(policy.model)
-                optimizer_state = sharding.optimizer_state(policy.model, optimizer)
-            elif main:
-                trainable = sharding.trainable_state(policy.model)
-                optimizer_state = optimizer.state_dict()
+            weights = sharding.checkpoint_weights(policy.model, optimizer, config.fsdp, main)
             if main:
                 checkpoints.save(
                     step + 1,
                     {
-                        "trainable": trainable,
-                        "optimizer": optimizer_state,
+                        **weights,
                         "scheduler": scheduler.state_dict(),
                         "held_out_start": before,
                         "config": to_dict(config),
-                        "fsdp": config.fsdp,
                     },
                 )
             procs.barrier()  # the checkpoint is complete before anyone goes on

@@ -40,9 +40,10 @@ before clipping (:mod:`nlhf.train.distributed`), so the update is that of the gl
 metrics are global averages.  Only the main process writes ``metrics.jsonl``, TensorBoard,
 checkpoints and ``policy/`` and shows the progress bar; every process resumes from the same
 checkpoint.  Each process holds a whole copy of the model on its device (``accelerate``
-picks the GPU of each process); the model is not sharded (only the offline trainers have
-``fsdp=true``, :mod:`nlhf.train.sharding`), so FSDP/DeepSpeed settings in an ``accelerate
-config`` are not applied.  With one process nothing is gathered or copied.
+picks the GPU of each process), or with ``fsdp=true`` a shard of it (:mod:`nlhf.train.sharding`:
+the same updates; sampling keeps the processes decoding in step; PPO's value head stays
+whole and its gradients are summed here); FSDP/DeepSpeed settings in an ``accelerate
+config`` are not read, the ``fsdp`` option is.  With one process nothing is gathered or copied.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from tqdm.auto import tqdm
 
 from nlhf.config import option, to_dict
 from nlhf.files import atomic_write_json, write_folder_atomically
+from nlhf.train import sharding
 from nlhf.train.checkpoint import Checkpointer
 from nlhf.train.distributed import Processes
 from nlhf.train.metrics_log import MetricsLog, check_tracker_names
@@ -290,10 +292,14 @@ class Trainer:
                 f"batch_size ({config.batch_size}) must be a multiple of the number of "
                 f"processes ({self.procs.count}) × grad_accum ({config.grad_accum})"
             )
+        sharding.check_processes(config.fsdp, self.procs.count)
         torch.manual_seed(config.seed)
         self.policy = policy if policy is not None else load_policy(config)
         if self.policy.device != self.procs.device:
             self.policy.to(self.procs.device)
+        if config.fsdp:
+            self.procs.broadcast_parameters(self.policy.trainable_parameters())
+            sharding.shard_policy(self.policy)
         if judge is None:
             from nlhf.models.judges import load_judge
 
@@ -331,34 +337,28 @@ class Trainer:
 
     def save_checkpoint(self, step: int, algorithm: Algorithm) -> None:
         """The main process writes the checkpoint; the others wait until it is complete."""
-        if not self.procs.is_main:
-            self.procs.barrier()
-            return
-        trainable = {
-            n: p.detach().cpu() for n, p in self.policy.model.named_parameters() if p.requires_grad
-        }
-        self.checkpoints.save(
-            step,
-            {
-                "trainable": trainable,
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "algorithm": algorithm.state_dict(),
-                "config": to_dict(self.config),
-                "elapsed": self.elapsed,
-            },
-        )
+        main, fsdp = self.procs.is_main, self.config.fsdp
+        # sharded: gathering the weights (the algorithm's too) is a collective
+        weights = sharding.checkpoint_weights(self.policy.model, self.optimizer, fsdp, main)
+        algorithm_state = algorithm.state_dict() if main or fsdp else {}
+        if main:
+            self.checkpoints.save(
+                step,
+                {
+                    **weights,
+                    "scheduler": self.scheduler.state_dict(),
+                    "algorithm": algorithm_state,
+                    "config": to_dict(self.config),
+                    "elapsed": self.elapsed,
+                },
+            )
         self.procs.barrier()
 
     def restore(self, algorithm: Algorithm) -> int:
         state = self.checkpoints.load_latest() if self.config.resume else None
         if state is None:
             return 0
-        params = dict(self.policy.model.named_parameters())
-        with torch.no_grad():
-            for name, value in state["trainable"].items():
-                params[name].copy_(value)
-        self.optimizer.load_state_dict(state["optimizer"])
+        sharding.restore_weights(self.policy.model, self.optimizer, state)
         self.scheduler.load_state_dict(state["scheduler"])
         algorithm.load_state_dict(state["algorithm"])
         self.elapsed = float(state.get("elapsed", 0.0))
@@ -378,9 +378,10 @@ class Trainer:
         optimizer step; returns the norm (before clipping)."""
         params = self.params if params is None else params
         optimizer = self.optimizer if optimizer is None else optimizer
-        self.procs.sync_gradients(params)
+        # sharded: FSDP has summed the sharded parameters' gradients, not a head's beside them
+        self.procs.sync_gradients(sharding.replicated(params) if self.config.fsdp else params)
         limit = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
-        norm = float(self.accelerator.clip_grad_norm_(params, limit))
+        norm = float(sharding.whole(self.accelerator.clip_grad_norm_(params, limit)))
         if not math.isfinite(norm):
             raise NonFiniteError("grad_norm")
         optimizer.step()
@@ -496,8 +497,11 @@ class Trainer:
                 self.save_checkpoint(step + 1, algorithm)
         bar.close()
         log.close()
+        whole_model = sharding.model_state(self.policy.model) if cfg.fsdp else None
         if main:
-            write_folder_atomically(self.policy.save, self.out / "policy")
+            write_folder_atomically(
+                lambda folder: self.policy.save(folder, whole_model), self.out / "policy"
+            )
         self.procs.barrier()
         return last
 

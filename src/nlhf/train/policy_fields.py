@@ -1,5 +1,5 @@
-"""The options every policy trainer shares (which model, LoRA, weight dtype) and the one
-function that loads the policy they describe.
+"""The options every policy trainer shares (which model, LoRA, weight dtype, sharding) and the
+one function that loads the policy they describe.
 
     @dataclass
     class Config(PolicyFields):
@@ -18,7 +18,8 @@ from nlhf.config import option
 
 @dataclass
 class PolicyFields:
-    """The policy to train and how: the model, its LoRA adapter and the base weights' dtype."""
+    """The policy to train and how: the model, its LoRA adapter, the base weights' dtype and
+    whether it is sharded over the processes."""
 
     policy: str = option(
         "smollm2",
@@ -34,6 +35,11 @@ class PolicyFields:
     lora_alpha: float = option(32.0, "LoRA alpha (the update is scaled by alpha / r)")
     lora_target_modules: list[str] = option(
         ["all-linear"], "modules that get a LoRA adapter (all-linear, or names like q_proj)"
+    )
+    fsdp: bool = option(
+        False,
+        "shard weights, gradients and optimizer state over the processes (PyTorch FSDP2: "
+        "each decoder layer, then the whole model); needs several processes (accelerate launch)",
     )
 
     def __post_init__(self) -> None:

@@ -405,8 +405,16 @@ class PPO:
         trainer.optimizer.zero_grad(set_to_none=True)
         for index, tokens in zip(batches, counts, strict=True):
             bad = None
-            for start in range(0, len(index), micro):
-                part = rollout.rows(index[start : start + micro])
+            parts = [index[start : start + micro] for start in range(0, len(index), micro)]
+            if trainer.config.fsdp:  # every process takes part in each sharded forward
+                most = max(procs.objects([len(parts)]))
+                parts += [index.new_zeros(0)] * (most - len(parts))
+            for rows in parts:
+                if not len(rows):  # a process with fewer rows: one row, weight 0
+                    loss, _ = self.losses(rollout.rows(rows.new_zeros(1)))
+                    trainer.backward(loss * 0.0)
+                    continue
+                part = rollout.rows(rows)
                 weight = float(part.mask.sum()) / tokens
                 loss, stats = self.losses(part)
                 if not torch.isfinite(loss):

@@ -1,6 +1,6 @@
-"""Sharding a policy over the processes with PyTorch FSDP2 (the offline trainers' ``fsdp=true``).
+"""Sharding a policy over the processes with PyTorch FSDP2 (every trainer's ``fsdp=true``).
 
-    accelerate launch --multi_gpu --num_processes 4 -m nlhf.cli train sft ... fsdp=true
+    accelerate launch --multi_gpu --num_processes 4 -m nlhf.cli train nash-md ... fsdp=true
 
 Without sharding every process holds the whole model, its gradients and its optimizer state
 (:mod:`nlhf.train.distributed`).  With it each process holds 1/N of them: every decoder layer
@@ -14,7 +14,12 @@ The trainers' loss weighting stays as without sharding: each process scales its 
 share of the global batch and the gradients are *summed* over the processes, so the
 reductions here sum instead of averaging.  Every process must run the same sequence of
 forward and backward passes (each one is a collective), so a process whose share of a batch
-is empty runs one example with weight 0.
+is empty (offline) or holds fewer rows of a PPO mini-batch runs one row with weight 0, and
+the decode loop stops only when every process's rows have ended
+(:mod:`nlhf.models.sampling`).  Parameters outside the sharded model (PPO's value head) stay
+whole on every process; :func:`replicated` names them so the trainer sums their gradients.
+Checkpoints keep whole tensors (weights, optimizer moments, Nash-EMA's average), so a run
+sharded over N processes resumes under any other number, sharded or not.
 
 The helpers below that read or write weights are collectives too: every process calls them,
 and the main process writes what they return.
@@ -49,7 +54,10 @@ def shard_model(model: nn.Module) -> None:
 
     for layer in layer_modules(model):
         fully_shard(layer)
-    fully_shard(model)
+    # The root too gives its weights back after each forward (FSDP keeps them gathered by
+    # default): between a sampling forward and the next one the parameters stay sharded,
+    # which the weight swaps of Nash-EMA and Nash-MP rely on.
+    fully_shard(model, reshard_after_forward=True)
     for module in model.modules():
         if isinstance(module, FSDPModule):
             module.set_gradient_divide_factor(1.0)
@@ -70,46 +78,74 @@ def whole(value: torch.Tensor) -> torch.Tensor:
     return value.full_tensor() if isinstance(value, DTensor) else value
 
 
+def whole_tensors(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Every tensor of ``values`` whole and on the CPU (a collective when any is sharded)."""
+    return {name: whole(value.detach()).cpu() for name, value in values.items()}
+
+
+def like_parameters(model: nn.Module, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Whole tensors (by parameter name) on their parameters' devices, and sharded as those
+    parameters are (a collective when the model is sharded)."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    params = dict(model.named_parameters())
+    out = {}
+    for name, value in values.items():
+        param = params[name]
+        if not isinstance(value, DTensor):
+            value = value.to(param.device)
+            if isinstance(param, DTensor):
+                value = distribute_tensor(value, param.device_mesh, param.placements)
+        out[name] = value
+    return out
+
+
 def trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """Every trainable weight, whole and on the CPU, by parameter name."""
-    return {n: whole(p.detach()).cpu() for n, p in model.named_parameters() if p.requires_grad}
+    return whole_tensors({n: p for n, p in model.named_parameters() if p.requires_grad})
 
 
 @torch.no_grad()
 def load_trainable_state(model: nn.Module, values: dict[str, torch.Tensor]) -> None:
     """Copy whole weights (as :func:`trainable_state` returns them) into ``model``."""
+    params = dict(model.named_parameters())
+    for name, value in like_parameters(model, values).items():
+        params[name].copy_(value.to(params[name].dtype))
+
+
+def optimizer_state(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """``optimizer.state_dict()`` with every sharded state tensor made whole, on the CPU: the
+    same layout with or without sharding, so either kind of run can resume it."""
+    state = optimizer.state_dict()
+    return {
+        **state,
+        "state": {
+            index: {
+                key: whole(value).cpu() if torch.is_tensor(value) else value
+                for key, value in entry.items()
+            }
+            for index, entry in state["state"].items()
+        },
+    }
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """Load a state written by :func:`optimizer_state`; each process keeps its shard of the
+    state tensors of sharded parameters (those shaped like their parameter)."""
     from torch.distributed.tensor import DTensor, distribute_tensor
 
-    params = dict(model.named_parameters())
-    for name, value in values.items():
-        param = params[name]
-        if isinstance(param, DTensor):
-            value = distribute_tensor(value.to(param.dtype), param.device_mesh, param.placements)
-        param.copy_(value)
-
-
-def optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """The optimizer's state, whole, keyed by parameter name (the main process's copy)."""
-    from torch.distributed.checkpoint.state_dict import (
-        StateDictOptions,
-        get_optimizer_state_dict,
-    )
-
-    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    return get_optimizer_state_dict(model, optimizer, options=options)
-
-
-def load_optimizer_state(
-    model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
-) -> None:
-    """Give each process its shard of a state written by :func:`optimizer_state`."""
-    from torch.distributed.checkpoint.state_dict import (
-        StateDictOptions,
-        set_optimizer_state_dict,
-    )
-
-    options = StateDictOptions(full_state_dict=True)
-    set_optimizer_state_dict(model, optimizer, state, options=options)
+    optimizer.load_state_dict(state)
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            if not isinstance(param, DTensor):
+                continue
+            entry = optimizer.state.get(param, {})
+            for key, value in entry.items():
+                if torch.is_tensor(value) and not isinstance(value, DTensor):
+                    if value.shape == param.shape:
+                        entry[key] = distribute_tensor(
+                            value.to(param.dtype), param.device_mesh, param.placements
+                        )
 
 
 def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -128,3 +164,40 @@ def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
         if first.setdefault(id(param), name) != name:
             state.pop(name, None)
     return state
+
+
+# --------------------------------------------------------------------------- the trainers' use
+
+
+def check_processes(fsdp: bool, processes: int) -> None:
+    """Refuse ``fsdp=true`` in a run of one process (there is nothing to shard over)."""
+    if fsdp and processes < 2:
+        raise ValueError(
+            "fsdp=true shards the model over several processes, and this run has one: start "
+            "it with accelerate launch --multi_gpu --num_processes N -m nlhf.cli train ..."
+        )
+
+
+def checkpoint_weights(
+    model: nn.Module, optimizer: torch.optim.Optimizer, fsdp: bool, main: bool
+) -> dict[str, Any]:
+    """What a checkpoint keeps of the training weights: the trainable weights and the
+    optimizer's state, whole, whether the run is sharded or not.  Sharded: a collective,
+    every process calls it; otherwise only the main process needs to (the others get {})."""
+    if not (fsdp or main):
+        return {}
+    return {"trainable": trainable_state(model), "optimizer": optimizer_state(optimizer)}
+
+
+def restore_weights(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+    """Load what :func:`checkpoint_weights` kept (every process calls it)."""
+    load_trainable_state(model, state["trainable"])
+    load_optimizer_state(optimizer, state["optimizer"])
+
+
+def replicated(params: list[torch.nn.Parameter]) -> list[torch.nn.Parameter]:
+    """The parameters FSDP does not shard (a head kept beside the policy): their gradients
+    are summed over the processes by the trainer, the sharded ones' by FSDP."""
+    from torch.distributed.tensor import DTensor
+
+    return [p for p in params if not isinstance(p, DTensor)]
