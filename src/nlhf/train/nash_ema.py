@@ -241,7 +241,8 @@ class NashEMA:
         return totals
 
     def state_dict(self) -> dict[str, Any]:
-        return {"ema": whole_tensors(self.ema)}  # sharded: a collective
+        # sharded: a collective; only the main process, which writes it, keeps a copy
+        return {"ema": whole_tensors(self.ema, keep=self.trainer.procs.is_main)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         saved = state["ema"]

@@ -78,9 +78,18 @@ def whole(value: torch.Tensor) -> torch.Tensor:
     return value.full_tensor() if isinstance(value, DTensor) else value
 
 
-def whole_tensors(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Every tensor of ``values`` whole and on the CPU (a collective when any is sharded)."""
-    return {name: whole(value.detach()).cpu() for name, value in values.items()}
+def whole_tensors(values: dict[str, torch.Tensor], keep: bool = True) -> dict[str, torch.Tensor]:
+    """Every tensor of ``values`` whole and on the CPU (a collective when any is sharded).
+
+    ``keep=False`` (the processes that write nothing) takes part in the gathers but keeps
+    nothing, so that only one process ever holds a whole copy in host memory.
+    """
+    out = {}
+    for name, value in values.items():
+        value = whole(value.detach())
+        if keep:
+            out[name] = value.cpu()
+    return out
 
 
 def like_parameters(model: nn.Module, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -100,9 +109,11 @@ def like_parameters(model: nn.Module, values: dict[str, torch.Tensor]) -> dict[s
     return out
 
 
-def trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Every trainable weight, whole and on the CPU, by parameter name."""
-    return whole_tensors({n: p for n, p in model.named_parameters() if p.requires_grad})
+def trainable_state(model: nn.Module, keep: bool = True) -> dict[str, torch.Tensor]:
+    """Every trainable weight, whole and on the CPU, by parameter name (``keep``: as in
+    :func:`whole_tensors`)."""
+    trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    return whole_tensors(trainable, keep)
 
 
 @torch.no_grad()
@@ -113,20 +124,17 @@ def load_trainable_state(model: nn.Module, values: dict[str, torch.Tensor]) -> N
         params[name].copy_(value.to(params[name].dtype))
 
 
-def optimizer_state(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+def optimizer_state(optimizer: torch.optim.Optimizer, keep: bool = True) -> dict[str, Any]:
     """``optimizer.state_dict()`` with every sharded state tensor made whole, on the CPU: the
-    same layout with or without sharding, so either kind of run can resume it."""
+    same layout with or without sharding, so either kind of run can resume it (``keep``: as
+    in :func:`whole_tensors`; False returns {})."""
     state = optimizer.state_dict()
-    return {
-        **state,
-        "state": {
-            index: {
-                key: whole(value).cpu() if torch.is_tensor(value) else value
-                for key, value in entry.items()
-            }
-            for index, entry in state["state"].items()
-        },
+    entries = {
+        index: whole_tensors({k: v for k, v in entry.items() if torch.is_tensor(v)}, keep)
+        | {k: v for k, v in entry.items() if not torch.is_tensor(v)}
+        for index, entry in state["state"].items()
     }
+    return {**state, "state": entries} if keep else {}
 
 
 def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
@@ -183,10 +191,14 @@ def checkpoint_weights(
 ) -> dict[str, Any]:
     """What a checkpoint keeps of the training weights: the trainable weights and the
     optimizer's state, whole, whether the run is sharded or not.  Sharded: a collective,
-    every process calls it; otherwise only the main process needs to (the others get {})."""
+    every process calls it; otherwise only the main process needs to.  Only the main
+    process gets the tensors (the others take part in the gathers and get empty dicts)."""
     if not (fsdp or main):
         return {}
-    return {"trainable": trainable_state(model), "optimizer": optimizer_state(optimizer)}
+    return {
+        "trainable": trainable_state(model, keep=main),
+        "optimizer": optimizer_state(optimizer, keep=main),
+    }
 
 
 def restore_weights(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
