@@ -208,6 +208,57 @@ def test_sharded_sampling_keeps_the_processes_in_step(tmp_path):
     assert "RANK 1 lengths [6]" in done.stdout
 
 
+NAN_ON_ONE_PROCESS = """
+import sys
+import torch
+from nlhf.models import Policy, PolicyConfig
+from nlhf.models.judges import ScoreJudge
+from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+from nlhf.train import nash_md, online_dpo, ppo
+from nlhf.train.online import Trainer
+
+out, name = sys.argv[1], sys.argv[2]
+module, algorithm = {"online-dpo": (online_dpo, online_dpo.OnlineDPO),
+                     "nash-md": (nash_md, nash_md.NashMDPG), "ppo": (ppo, ppo.PPO)}[name]
+tok = byte_tokenizer()
+model = tiny_causal_lm("gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+                       pad_token_id=tok.pad_token_id, seed=0)
+policy = Policy(model, tok, PolicyConfig(lora_r=0))
+
+
+class Judge(ScoreJudge):  # process 0's second judgement has a NaN, nobody else's
+    calls = 0
+
+    def scores(self, prompts, completions):
+        self.calls += 1
+        s = torch.tensor([float(len(c)) for c in completions])
+        if trainer.procs.index == 0 and self.calls == 2:
+            s[0] = float("nan")
+        return s
+
+
+judge = Judge()
+config = module.Config(out=out, steps=3, batch_size=4, max_new_tokens=4, lr=1e-2,
+                       progress=False, tensorboard=False, fsdp=True, on_nonfinite="skip")
+trainer = Trainer(config, policy=policy, judge=judge, prompts=["a", "bb", "ccc", "dddd"])
+trainer.run(algorithm(trainer, config), name)
+"""
+
+
+@pytest.mark.parametrize("algorithm", ["online-dpo", "nash-md", "ppo"])
+def test_sharded_run_skips_a_step_one_process_found_not_finite(tmp_path, algorithm):
+    """``fsdp=true``, ``on_nonfinite=skip``: a NaN judgement on one process only skips that
+    step on every process (agreed before any backward pass, so neither waits for the other
+    in a sharded collective), and training goes on."""
+    script = tmp_path / "nan.py"
+    script.write_text(NAN_ON_ONE_PROCESS)
+    done = launch(str(script), str(tmp_path / "run"), algorithm, processes=2, timeout=180)
+    assert "update skipped" in done.stdout
+    rows = metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert [r.get("skipped", 0.0) for r in rows] == [0.0, 1.0, 0.0]
+
+
 @pytest.mark.parametrize("algorithm", SAME_CHUNKS)
 def test_two_processes_equal_one_process_with_their_chunks(root, algorithm):
     one, two = (metrics(root / name / algorithm) for name in ("p1-accum2", "p2"))

@@ -391,22 +391,24 @@ class Trainer:
     def accumulate(self, loss_fn, chunks: list[PromptBatch], step: int) -> dict[str, float]:
         """Backpropagate ``loss_fn(batch) -> (loss, metrics)`` of every chunk, each loss a mean
         over its rows scaled by the chunk's share of the global batch; returns the metrics
-        averaged over the chunks of every process.  A NaN/inf anywhere raises
-        :class:`NonFiniteError` in every process."""
+        averaged over the chunks of every process.  A NaN/inf anywhere (in the loss, a
+        metric, or a :class:`NonFiniteError` raised by ``loss_fn``) raises
+        :class:`NonFiniteError` in every process, agreed before each backward pass: under
+        ``fsdp`` a backward pass is a collective that no process may skip alone."""
         share = len(chunks) * self.procs.count
         totals: dict[str, float] = {}
-        bad = None
         for batch in chunks:
-            loss, metrics = loss_fn(batch)
-            bad = check_finite(step, loss, metrics)
+            try:
+                loss, metrics = loss_fn(batch)
+                bad = check_finite(step, loss, metrics)
+            except NonFiniteError as exc:
+                bad = exc.quantity
+            bad = self.procs.agree(bad)
             if bad:
-                break
+                raise NonFiniteError(bad, step)
             self.backward(loss / share)
             for key, value in {"loss": loss.item(), **metrics}.items():
                 totals[key] = totals.get(key, 0.0) + value / len(chunks)
-        bad = self.procs.agree(bad)
-        if bad:
-            raise NonFiniteError(bad, step)
         return self.procs.mean_metrics(totals)
 
     def gradient_step(self, algorithm: Algorithm, chunks: list[PromptBatch], step: int) -> dict:

@@ -161,11 +161,11 @@ class OnlineDPO:
         t1 = time.perf_counter()
         texts = decode(policy.tokenizer, out.tokens, out.mask)
         preference = self.trainer.judge(batch.texts, texts[:n], texts[n:]).float()
-        if not torch.isfinite(preference).all():
-            raise NonFiniteError("judge preference", step)
         preference = preference.to(policy.device)
         t2 = time.perf_counter()
         logps = policy.logprobs(ids, mask, out.tokens, out.mask).sum(-1)
+        if not torch.isfinite(preference).all():  # after the forward every process runs
+            raise NonFiniteError("judge preference", step)
         ref_logps = ref_tokens.sum(-1)
         loss = pair_loss(logps, ref_logps, preference, cfg.beta, cfg.loss_type, cfg.label)
         t3 = time.perf_counter()

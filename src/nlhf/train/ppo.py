@@ -417,9 +417,12 @@ class PPO:
                 part = rollout.rows(rows)
                 weight = float(part.mask.sum()) / tokens
                 loss, stats = self.losses(part)
-                if not torch.isfinite(loss):
+                if bad or not torch.isfinite(loss):
                     bad = "loss"
-                    break
+                    if not trainer.config.fsdp:
+                        break
+                    trainer.backward(loss * 0.0)  # sharded: no process skips a backward alone
+                    continue
                 trainer.backward(loss * weight)
                 for key, value in {"loss": loss.detach(), **stats}.items():
                     totals[key] = totals.get(key, 0.0) + float(value) * weight / updates
