@@ -1,6 +1,6 @@
 """A few steps of online training on a tiny random-init GPT-2, for the multi-process test.
 
-    python tests/distributed_run.py OUT [ALGORITHM ...] [--grad-accum N] [--fsdp]
+    python tests/distributed_run.py OUT [ALGORITHM ...] [--grad-accum N] [--fsdp] [--lora-r R]
     accelerate launch --cpu --num_processes 2 --num_machines 1 --mixed_precision no \\
         --dynamo_backend no tests/distributed_run.py OUT nash-md ppo
 
@@ -33,14 +33,14 @@ def lowercase(prompt: str, text: str) -> float:
     return float(sum(ch.islower() for ch in text))
 
 
-def train(out: str, name: str, grad_accum: int, fsdp: bool = False) -> None:
+def train(out: str, name: str, grad_accum: int, fsdp: bool = False, lora_r: int = 0) -> None:
     module, algorithm, extra = ALGORITHMS[name]
     tok = byte_tokenizer()
     model = tiny_causal_lm(
         "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id, seed=0,
     )  # fmt: skip
-    policy = Policy(model, tok, PolicyConfig(lora_r=0))
+    policy = Policy(model, tok, PolicyConfig(lora_r=lora_r))
     settings = dict(
         out=f"{out}/{name}", steps=3, batch_size=4, grad_accum=grad_accum, max_new_tokens=5,
         lr=1e-2, checkpoint_every=2, progress=False, tensorboard=False, seed=3, fsdp=fsdp,
@@ -60,9 +60,10 @@ def main() -> None:
     parser.add_argument("algorithms", nargs="*", default=["nash-md", "ppo"])
     parser.add_argument("--grad-accum", type=int, default=1)
     parser.add_argument("--fsdp", action="store_true")
+    parser.add_argument("--lora-r", type=int, default=0)
     args = parser.parse_args()
     for name in args.algorithms:
-        train(args.out, name, args.grad_accum, args.fsdp)
+        train(args.out, name, args.grad_accum, args.fsdp, args.lora_r)
 
 
 if __name__ == "__main__":

@@ -152,6 +152,27 @@ def test_sharded_processes_reproduce_one(root, algorithm):
             torch.testing.assert_close(h2[key], h1[key], atol=1e-4, rtol=1e-3)
 
 
+@pytest.mark.slow  # about 25 s: two more launches
+def test_sharded_lora_runs_reproduce_one_process(tmp_path):
+    """``fsdp=true`` with a LoRA policy (Nash-MD-PG's fused policy/reference decode through
+    the sharded model, PPO's whole value head beside it, with grad_accum 2): the one-process
+    losses, gradient norms and adapter weights."""
+    script = str(HERE / "distributed_run.py")
+    common = ("nash-md", "ppo", "--lora-r", "4", "--grad-accum", "2")
+    launch(script, str(tmp_path / "p1"), *common, processes=1)
+    launch(script, str(tmp_path / "fsdp"), *common, "--fsdp", processes=2)
+    for algorithm in ("nash-md", "ppo"):
+        one, two = (metrics(tmp_path / n / algorithm) for n in ("p1", "fsdp"))
+        assert len(one) == len(two) == 3
+        for a, b in zip(one, two, strict=True):
+            assert abs(a["loss"] - b["loss"]) <= 1e-5, (algorithm, a["step"])
+            assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4, abs=1e-7)
+        w1, w2 = (policy_weights(tmp_path / n / algorithm) for n in ("p1", "fsdp"))
+        assert w1.keys() == w2.keys() and all("lora_" in k for k in w1)
+        for key in w1:
+            torch.testing.assert_close(w2[key], w1[key], atol=1e-4, rtol=1e-3)
+
+
 def test_sharded_run_resumes_from_its_checkpoint(root, tmp_path):
     """Nash-EMA under ``fsdp=true`` restarted from its step-2 checkpoint (sharded weights,
     optimizer moments and moving average, all saved whole) ends with the same weights."""

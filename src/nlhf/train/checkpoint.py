@@ -82,10 +82,11 @@ class Checkpointer:
         steps = self.steps()
         if not steps:
             return None
-        state = torch.load(
+        state = torch.load(  # memory-mapped: processes that load it share the pages
             self.folder / f"{PREFIX}{steps[-1]}" / "state.pt",
             weights_only=False,
             map_location="cpu",
+            mmap=True,
         )
         set_rng_state(state["rng"])
         return state

@@ -105,8 +105,10 @@ def ema_update(average: dict[str, torch.Tensor], model: nn.Module, decay: float)
 def relative_distance(weights: dict[str, torch.Tensor], model: nn.Module) -> float:
     """‖θ − w‖ / ‖w‖ over the tensors of ``weights`` (θ: the model's current parameters)."""
     params = dict(model.named_parameters())
-    diff = sum(float(whole((params[n].float() - w).pow(2).sum())) for n, w in weights.items())
-    norm = sum(float(whole(w.pow(2).sum())) for w in weights.values())
+    diff = sum((params[n].float() - w).pow(2).sum() for n, w in weights.items())
+    norm = sum(w.pow(2).sum() for w in weights.values())
+    # sharded: both sums stay partial until this one gather
+    diff, norm = (float(x) for x in whole(torch.stack([diff, norm])))
     return (diff / max(norm, 1e-30)) ** 0.5
 
 

@@ -570,7 +570,7 @@ def train_offline(
         "held_out_start": before,
         "held_out": after,
     }
-    whole_model = sharding.model_state(policy.model) if config.fsdp else None
+    whole_model = sharding.saved_state(policy, main) if config.fsdp else None
     if main:
         write_folder_atomically(lambda folder: policy.save(folder, whole_model), out / "policy")
         atomic_write_json(out / "metrics.json", result)

@@ -478,7 +478,10 @@ class Trainer:
                 totals = {"skipped": 1.0}
             self.scheduler.step()
             totals["lr"] = self.scheduler.get_last_lr()[0]
-            totals["step_seconds"] = time.perf_counter() - t0
+            seconds = time.perf_counter() - t0
+            # the slowest process's time: every process then decays its learning rate over
+            # the time budget by the same amount, and the copies of the model stay equal
+            totals["step_seconds"] = max(self.procs.objects([seconds]))
             log.write(step + 1, totals)
             last = totals
             self.elapsed += totals["step_seconds"]
@@ -499,7 +502,7 @@ class Trainer:
                 self.save_checkpoint(step + 1, algorithm)
         bar.close()
         log.close()
-        whole_model = sharding.model_state(self.policy.model) if cfg.fsdp else None
+        whole_model = sharding.saved_state(self.policy, main) if cfg.fsdp else None
         if main:
             write_folder_atomically(
                 lambda folder: self.policy.save(folder, whole_model), self.out / "policy"

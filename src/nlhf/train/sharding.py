@@ -138,37 +138,44 @@ def optimizer_state(optimizer: torch.optim.Optimizer, keep: bool = True) -> dict
 
 
 def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-    """Load a state written by :func:`optimizer_state`; each process keeps its shard of the
-    state tensors of sharded parameters (those shaped like their parameter)."""
+    """Load a state written by :func:`optimizer_state`.  The state tensors of a sharded
+    parameter (those shaped like it) are sharded one at a time before loading, so no process
+    holds the whole optimizer state on its device."""
     from torch.distributed.tensor import DTensor, distribute_tensor
 
-    optimizer.load_state_dict(state)
-    for group in optimizer.param_groups:
-        for param in group["params"]:
-            if not isinstance(param, DTensor):
-                continue
-            entry = optimizer.state.get(param, {})
-            for key, value in entry.items():
-                if torch.is_tensor(value) and not isinstance(value, DTensor):
-                    if value.shape == param.shape:
-                        entry[key] = distribute_tensor(
-                            value.to(param.dtype), param.device_mesh, param.placements
-                        )
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    entries = {}
+    for index, entry in state["state"].items():
+        param = params[int(index)]
+        if isinstance(param, DTensor):
+            entry = {
+                key: distribute_tensor(
+                    value.to(param.device, param.dtype), param.device_mesh, param.placements
+                )
+                if torch.is_tensor(value) and value.shape == param.shape
+                else value
+                for key, value in entry.items()
+            }
+        entries[index] = entry
+    optimizer.load_state_dict({**state, "state": entries})
 
 
-def model_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The whole model's state dict on the CPU, for ``save_pretrained(state_dict=...)``.
+def saved_state(policy: Any, main: bool) -> dict[str, torch.Tensor] | None:
+    """What ``policy.save`` needs of a sharded policy, gathered (a collective): under LoRA the
+    adapter's weights only, else the whole model's state dict; the main process gets it.
 
     A tied weight (GPT-2's output layer is its input embedding) is kept under its first name
     only, as ``save_pretrained`` does for a model's own state dict: the gathered copies no
     longer share memory, so it could not tell them apart.
     """
+    if policy.is_lora:
+        return trainable_state(policy.model, keep=main)
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    state = get_model_state_dict(model, options=options)
+    state = get_model_state_dict(policy.model, options=options)
     first: dict[int, str] = {}
-    for name, param in model.named_parameters(remove_duplicate=False):
+    for name, param in policy.model.named_parameters(remove_duplicate=False):
         if first.setdefault(id(param), name) != name:
             state.pop(name, None)
     return state
