@@ -618,6 +618,14 @@ def _step_on_share(
 # --------------------------------------------------------------------------- commands
 
 
+def say(text: str) -> None:
+    """Print on the main process only (the one that wrote the outputs)."""
+    from accelerate import PartialState
+
+    if PartialState().is_main_process:
+        print(text)
+
+
 def run_pairs(config: PairConfig, loss_type: Literal["dpo", "ipo"]) -> int:
     """``nlhf train dpo|ipo``: load the policy and pairs, train, print the held-out summary."""
     torch.manual_seed(config.seed)
@@ -628,7 +636,7 @@ def run_pairs(config: PairConfig, loss_type: Literal["dpo", "ipo"]) -> int:
     )
     a, b = result["held_out_start"], result["held_out"]
     low, high = b["accuracy_ci95"]
-    print(
+    say(
         f"{loss_type}: {result['steps']} steps on {len(train)} pairs; held-out implicit-reward "
         f"accuracy {a['accuracy']:.3f} → {b['accuracy']:.3f} (95% CI {low:.3f}–{high:.3f}) on "
         f"{b['pairs']} pairs; mean margin {b['reward_margin']:.3f}\n"
@@ -644,7 +652,7 @@ def run_sft(config: OfflineConfig) -> int:
     train, held_out = load_sft_split(config, policy.tokenizer if config.chat_template else None)
     result = train_offline(config, SFTObjective(policy, config), train, held_out, "sft")
     a, b = result["held_out_start"], result["held_out"]
-    print(
+    say(
         f"sft: {result['steps']} steps on {len(train)} demonstrations; held-out NLL per token "
         f"{a['nll']:.4f} → {b['nll']:.4f} (perplexity {b['perplexity']:.2f}) on "
         f"{b['tokens']} tokens\npolicy saved to {config.out}/policy"
