@@ -83,6 +83,39 @@ def test_logprobs_equal_a_plain_forward_and_are_masked(kind):
     torch.testing.assert_close(lp[1], manual.squeeze(-1), atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("lora", [False, True])
+def test_several_completions_per_prompt_share_the_prompt_forward(kind, lora):
+    """k = 2 completions per prompt (rows j and j + B follow prompt j): the prompts run once,
+    and log-probs and gradients equal those of the prompts repeated row by row."""
+    if lora:
+        policy, _ = lora_policy(kind)
+        model = policy.model
+    else:
+        model = tiny_causal_lm(kind, vocab_size=32)
+    _, ids, mask, comp, cmask = batch()
+    second = torch.tensor([[3, 4, 1, 0], [28, 29, 30, 31], [2, 2, 2, 2]])
+    comps = torch.cat([comp, second])
+    cmasks = torch.cat([cmask, torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]])])
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def run(prompt_ids, prompt_mask):
+        lp = completion_logprobs(model, prompt_ids, prompt_mask, comps, cmasks)
+        grads = torch.autograd.grad((lp * torch.arange(1.0, 5.0)).sum(), params)
+        return lp.detach(), grads
+
+    shared, shared_grads = run(ids, mask)
+    repeated, repeated_grads = run(ids.repeat(2, 1), mask.repeat(2, 1))
+    torch.testing.assert_close(shared, repeated, atol=1e-5, rtol=0)
+    assert (shared[cmasks == 0] == 0).all()
+    for a, b in zip(shared_grads, repeated_grads, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    one_token = completion_logprobs(model, ids, mask, comps[:, :1], cmasks[:, :1])
+    torch.testing.assert_close(one_token, repeated[:, :1], atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="multiple of the prompts' batch size 3"):
+        completion_logprobs(model, ids, mask, comps[:5], cmasks[:5])
+
+
 def test_bad_masks_are_rejected_with_the_row():
     model = tiny_causal_lm("gpt2", vocab_size=32)
     _, ids, mask, comp, cmask = batch()

@@ -215,6 +215,28 @@ def test_left_padding_and_batch_do_not_change_a_row(kind):
             )
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_several_samples_per_prompt_equal_the_repeated_prompts(kind):
+    """``num_samples=2`` with one generator per output row: the prompts run once, and every
+    row is what sampling the prompts repeated (rows j and j + B follow prompt j) gives."""
+    policy = full_policy(kind)
+    _, ids, mask = prompts()
+    gens = lambda: [gen(20 + i) for i in range(6)]  # noqa: E731
+    two = sample(policy, ids, mask, 10, reference=policy.reference, generator=gens(),
+                 num_samples=2)  # fmt: skip
+    repeated = sample(
+        policy, ids.repeat(2, 1), mask.repeat(2, 1), 10, reference=policy.reference,
+        generator=gens(),
+    )  # fmt: skip
+    assert two.tokens.shape[0] == 6 and not torch.equal(two.tokens[:3], two.tokens[3:])
+    assert torch.equal(two.tokens, repeated.tokens) and torch.equal(two.mask, repeated.mask)
+    for field in ("policy_logprobs", "ref_logprobs", "sampling_logprobs"):
+        torch.testing.assert_close(getattr(two, field), getattr(repeated, field), atol=1e-5, rtol=0)
+    assert_matches_fresh_forward(policy, ids, mask, two, 0.0)  # with_prompt repeats the prompts
+    with pytest.raises(ValueError, match="one per prompt, or one per output row: 6"):
+        sample(policy, ids, mask, 4, generator=gens()[:4], num_samples=2)
+
+
 def test_eos_is_kept_and_everything_after_is_masked():
     policy = full_policy()
     _, ids, mask = prompts()

@@ -102,27 +102,29 @@ def test_one_decode_loop_one_reference_and_one_gradient_forward_per_chunk(tmp_pa
     real_reference = Policy.reference_logprobs
 
     def counting_sample(policy, ids, mask, *args, **kwargs):
-        calls["sample"].append((ids.shape[0], [g.initial_seed() for g in kwargs["generator"]]))
+        seeds = [g.initial_seed() for g in kwargs["generator"]]
+        calls["sample"].append(((ids.shape[0], kwargs["num_samples"]), seeds))
         assert kwargs.get("reference") is None  # no reference forward per decoded token
         return real_sample(policy, ids, mask, *args, **kwargs)
 
-    def counting_logprobs(self, prompt_ids, *args):
-        calls["logprobs"].append(prompt_ids.shape[0])
-        return real_logprobs(self, prompt_ids, *args)
+    def counting_logprobs(self, prompt_ids, prompt_mask, completion_ids, *args):
+        calls["logprobs"].append((prompt_ids.shape[0], completion_ids.shape[0]))
+        return real_logprobs(self, prompt_ids, prompt_mask, completion_ids, *args)
 
     monkeypatch.setattr(models, "sample", counting_sample)
 
-    def counting_reference(self, prompt_ids, *args):
-        calls["reference"].append(prompt_ids.shape[0])
-        return real_reference(self, prompt_ids, *args)
+    def counting_reference(self, prompt_ids, prompt_mask, completion_ids, *args):
+        calls["reference"].append((prompt_ids.shape[0], completion_ids.shape[0]))
+        return real_reference(self, prompt_ids, prompt_mask, completion_ids, *args)
 
     monkeypatch.setattr(Policy, "logprobs", counting_logprobs)
     monkeypatch.setattr(Policy, "reference_logprobs", counting_reference)
     last = trainer.run(online_dpo.OnlineDPO(trainer, config), "online-dpo")
-    # 2 steps × 2 chunks of 2 prompts: each one decode loop over 4 rows, one forward over 4
-    assert [rows for rows, _ in calls["sample"]] == [4] * 4
-    assert calls["logprobs"] == [4] * 4
-    assert calls["reference"] == [4] * 4  # one reference forward over the finished rows
+    # 2 steps × 2 chunks of 2 prompts: each one decode loop over the 2 prompts × 2 samples,
+    # one gradient and one reference forward over the 4 completions (each prompt run once)
+    assert [rows for rows, _ in calls["sample"]] == [(2, 2)] * 4
+    assert calls["logprobs"] == [(2, 4)] * 4
+    assert calls["reference"] == [(2, 4)] * 4  # one reference forward over the finished rows
     for _, seeds in calls["sample"]:
         assert len(set(seeds)) == 4  # the two samples of a prompt use distinct generators
     expected = {

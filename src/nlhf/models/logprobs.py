@@ -72,20 +72,24 @@ def completion_logprobs(
     completion_ids: torch.Tensor,
     completion_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Per-token log-probs (B, T) of ``completion_ids`` after the prompts, 0 where masked.
+    """Per-token log-probs (kB, T) of ``completion_ids`` after the prompts, 0 where masked.
 
     ``model`` is a Hugging Face causal LM, a peft model, a Policy or ``policy.reference``.
-    Gradients flow if they are enabled and the model has trainable parameters.
+    Gradients flow if they are enabled and the model has trainable parameters.  There may be
+    k ≥ 1 completions per prompt (B prompt rows, kB completion rows; completion row j follows
+    prompt row j mod B): with k > 1 the prompts run once and their KV cache (with its
+    gradient path) serves every copy, which saves their share of the forward and backward.
     """
     if prompt_ids.shape != prompt_mask.shape:
         raise ValueError(
             f"prompt_ids {tuple(prompt_ids.shape)} and prompt_mask "
             f"{tuple(prompt_mask.shape)} differ in shape"
         )
-    if completion_ids.ndim != 2 or completion_ids.shape[0] != prompt_ids.shape[0]:
+    batch = prompt_ids.shape[0]
+    if completion_ids.ndim != 2 or batch == 0 or completion_ids.shape[0] % batch:
         raise ValueError(
-            f"completion_ids {tuple(completion_ids.shape)} must be (batch, length) with the "
-            f"prompts' batch size {prompt_ids.shape[0]}"
+            f"completion_ids {tuple(completion_ids.shape)} must be (rows, length) with rows a "
+            f"multiple of the prompts' batch size {batch}"
         )
     if completion_mask is None:
         completion_mask = torch.ones_like(completion_ids)
@@ -100,8 +104,41 @@ def completion_logprobs(
     if steps == 0:
         return torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
     caller = Caller(resolve_model(model, "model"))
+    copies = completion_ids.shape[0] // batch
+    if copies > 1:
+        return _shared_prompt_logprobs(
+            caller, prompt_ids, prompt_mask, completion_ids, completion_mask, copies
+        )
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     mask = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
     logits = caller(input_ids, mask, position_ids_from_mask(mask), logits_to_keep=steps + 1)
     lp = token_logprobs(logits[:, :-1], completion_ids)
+    return lp.masked_fill(completion_mask == 0, 0.0)
+
+
+def _shared_prompt_logprobs(
+    caller: Caller,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    copies: int,
+) -> torch.Tensor:
+    """:func:`completion_logprobs` with ``copies`` completions per prompt: the prompts'
+    forward once, its cache repeated for every copy, then the completions' forward."""
+    cache = caller.new_cache()  # growing cache: its row selection is differentiable
+    prompt_mask = prompt_mask.long()
+    first = caller(
+        prompt_ids, prompt_mask, position_ids_from_mask(prompt_mask), cache=cache, logits_to_keep=1
+    )  # the distribution of each completion's first token
+    rows = torch.arange(prompt_ids.shape[0], device=prompt_ids.device).repeat(copies)
+    cache.reorder_cache(rows)
+    mask = torch.cat([prompt_mask.repeat(copies, 1), completion_mask.long()], dim=1)
+    steps = completion_ids.shape[1]
+    positions = position_ids_from_mask(mask)[:, -steps:]
+    logits = first.index_select(0, rows)
+    if steps > 1:
+        rest = caller(completion_ids[:, :-1], mask[:, :-1], positions[:, :-1], cache=cache)
+        logits = torch.cat([logits, rest], dim=1)
+    lp = token_logprobs(logits, completion_ids)
     return lp.masked_fill(completion_mask == 0, 0.0)

@@ -93,10 +93,12 @@ class SampleOutput:
     def with_prompt(
         self, prompt_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(ids, mask) of prompt + completion, ready for a reward model or a loss forward."""
-        ids = torch.cat([prompt_ids.to(self.tokens.device), self.tokens], dim=1)
-        mask = torch.cat([attention_mask.to(self.mask.device).long(), self.mask], dim=1)
-        return ids, mask
+        """(ids, mask) of prompt + completion, ready for a reward model or a loss forward
+        (the prompts repeated when there are several completions per prompt)."""
+        copies = self.tokens.shape[0] // prompt_ids.shape[0]
+        ids = torch.cat([prompt_ids.to(self.tokens.device).repeat(copies, 1), self.tokens], dim=1)
+        mask = attention_mask.to(self.mask.device).long().repeat(copies, 1)
+        return ids, torch.cat([mask, self.mask], dim=1)
 
 
 def sample(
@@ -114,29 +116,45 @@ def sample(
     eos_token_id: int | Sequence[int] | None = None,
     pad_token_id: int | None = None,
     fuse: bool | None = None,
+    num_samples: int = 1,
 ) -> SampleOutput:
-    """Sample one completion per prompt from π_β (β = 0: the policy; β = 1: the reference).
+    """Sample ``num_samples`` completions per prompt from π_β (β = 0: the policy; β = 1: the
+    reference).
 
     With a ``reference``, ``ref_logprobs`` are recorded (also for β = 0); β > 0 requires
     one.  ``eos_token_id`` / ``pad_token_id`` default to the policy's tokenizer, then the
     model's configs.  ``fuse`` (LoRA policy with ``policy.reference`` only): run policy and
-    reference rows in one forward; None picks it whenever possible.  See the module doc.
+    reference rows in one forward; None picks it whenever possible.  ``num_samples`` > 1:
+    the output has ``num_samples`` × B rows, row j continuing prompt j mod B, from one decode
+    loop that runs each prompt once; a sequence of generators then gives one per output row.
+    See the module doc.
     """
-    (out,) = _decode(
+    if int(num_samples) < 1:
+        raise ValueError(f"num_samples must be ≥ 1, got {num_samples}")
+    outs = _decode(
         policy,
         reference,
         prompt_ids,
         attention_mask,
         max_new_tokens,
-        [beta],
-        [reference is not None],
+        [beta] * int(num_samples),
+        [reference is not None] * int(num_samples),
         SamplingSettings(temperature, top_k, top_p),
         generator,
         eos_token_id,
         pad_token_id,
         fuse,
     )
-    return out
+    if len(outs) == 1:
+        return outs[0]
+    return SampleOutput(
+        tokens=torch.cat([o.tokens for o in outs]),
+        mask=torch.cat([o.mask for o in outs]),
+        policy_logprobs=torch.cat([o.policy_logprobs for o in outs]),
+        ref_logprobs=None if reference is None else torch.cat([o.ref_logprobs for o in outs]),
+        sampling_logprobs=torch.cat([o.sampling_logprobs for o in outs]),
+        beta=beta,
+    )
 
 
 def sample_pair(
@@ -253,8 +271,11 @@ def _decode(
     batch = prompt_ids.shape[0]
     if generator is not None and not isinstance(generator, torch.Generator):
         generator = list(generator)
-        if len(generator) != batch:
-            raise ValueError(f"{len(generator)} generators given for {batch} prompts (one each)")
+        if len(generator) not in (batch, batch * len(betas)):
+            raise ValueError(
+                f"{len(generator)} generators given for {batch} prompts (one per prompt, or "
+                f"one per output row: {batch * len(betas)})"
+            )
 
     fused = ref_model is not None and _can_fuse(policy_model, ref_model)
     if fuse and not fused:
@@ -521,6 +542,8 @@ class _Loop:
 
     def _noise(self, generator: Generators, vocab: int) -> torch.Tensor:
         if generator is None or isinstance(generator, torch.Generator):
+            return draw_noise((self.rows, vocab), generator, self.device)
+        if len(generator) == self.rows:  # one generator per output row
             return draw_noise((self.rows, vocab), generator, self.device)
         return torch.cat(
             [draw_noise((self.batch, vocab), generator, self.device) for _ in self.betas]

@@ -5,14 +5,15 @@
     nlhf train online-dpo --judge runs/pm/model label=soft steps=300
 
 Each step, for every prompt x: two completions a, b ~ π_θ come out of one KV-cached decode
-loop (the prompt batch repeated twice, each row with its own generator), which also records
-log π of every sampled token; the reference log-probs log μ(a), log μ(b) come from ONE
-no-gradient forward over the finished 2B rows (cheaper than a reference forward at every
-decoded token: the decode loop then makes half the model calls).  The judge gives
-P(a ≻ b | x); the pair is ordered into (chosen y_w, rejected y_l) and the loss is
+loop (``num_samples=2``: each prompt runs once, each of the 2B rows has its own generator),
+which also records log π of every sampled token; the reference log-probs log μ(a), log μ(b)
+come from ONE no-gradient forward over the finished 2B rows (cheaper than a reference
+forward at every decoded token: the decode loop then makes half the model calls).  The judge
+gives P(a ≻ b | x); the pair is ordered into (chosen y_w, rejected y_l) and the loss is
 :func:`nlhf.losses.dpo_loss` or :func:`nlhf.losses.ipo_loss` on the sequence log-ratios
 h = log π/μ(y_w) − log π/μ(y_l), with log π of both completions from ONE batched gradient
-forward over the 2B rows.
+forward over the 2B rows.  Both forwards run each prompt once and reuse its KV cache for its
+two completions (:func:`nlhf.models.logprobs.completion_logprobs`).
 
 Labels.  ``label=hard`` (default, as TRL): y_w is the completion with P > ½; a tie (P = ½
 exactly, e.g. a score judge giving equal scores, or two identical completions) says nothing
@@ -146,7 +147,7 @@ class OnlineDPO:
 
         cfg, policy = self.config, self.trainer.policy
         n = len(batch.rows)
-        ids, mask = batch.ids.repeat(2, 1), batch.mask.repeat(2, 1)
+        ids, mask = batch.ids, batch.mask  # each prompt runs once for its two completions
         t0 = time.perf_counter()
         out = sample(
             policy,
@@ -156,6 +157,7 @@ class OnlineDPO:
             temperature=cfg.temperature,
             generator=row_generators(cfg.seed, step, batch.rows, salt=0)
             + row_generators(cfg.seed, step, batch.rows, salt=1),
+            num_samples=2,
         )
         ref_tokens = policy.reference_logprobs(ids, mask, out.tokens, out.mask)
         t1 = time.perf_counter()
