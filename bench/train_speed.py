@@ -7,7 +7,9 @@
 The peer is the TRL CPU baseline in /work/shared/bench/trl (``bench.py``, its own venv and
 models made by its ``prepare.py``).  Every run, peer or ours, is a fresh subprocess, so peak
 RSS (``ru_maxrss`` read after training) is per process; peer and ours alternate run by run in
-one invocation of this script, so both see the same machine.
+one invocation of this script, so both see the same machine, for ``--rounds`` rounds (3; the
+order flips each round) whose medians are reported: one run's ratio moves by about ±10% on
+this shared machine.
 
 Workload, identical on both sides: the peer's GPT-2 policy (4 layers, 4 heads, 256 dims,
 3.74 M parameters) and reference copy from ``<models>/policy``, its byte-level BPE tokenizer
@@ -222,6 +224,20 @@ def run_child(args: argparse.Namespace, name: str, tokens: int) -> dict:
     return {"trainer": name, "error": tail[-500:], "rc": p.returncode}
 
 
+def combine(runs: list[dict]) -> dict:
+    """One side's rounds as one record: the median of the runs' step medians and peak RSS,
+    the largest co-tenant load; the first error if any run failed."""
+    for run in runs:
+        if "error" in run:
+            return run
+    return {
+        "sec_per_step_median": round(statistics.median(r["sec_per_step_median"] for r in runs), 4),
+        "peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in runs), 1),
+        "cotenant_cpu_frac": max(r.get("cotenant_cpu_frac", 0.0) for r in runs),
+        "round_medians": [r["sec_per_step_median"] for r in runs],
+    }
+
+
 def compare(key: str, ours: dict, peer: dict) -> dict:
     """The per-run summary: medians, RSS, their ratios and goals."""
 
@@ -250,7 +266,7 @@ def compare(key: str, ours: dict, peer: dict) -> dict:
     }
 
 
-def table(summary: dict, cotenant: float) -> str:
+def table(summary: dict, cotenant: float, rounds: int) -> str:
     def num(value, fmt: str) -> str:
         return "–" if value is None else format(value, fmt)
 
@@ -274,9 +290,11 @@ def table(summary: dict, cotenant: float) -> str:
         )
     lines.append("")
     lines.append(
-        "Medians of 10 measured steps after 2 warm-up steps, each side in its own process, "
-        "alternating in one run; other CPU load: CPU used by other processes during our run / "
-        f"the peer's, as a share of the machine ({cotenant:.0%} over the whole benchmark)."
+        f"Each figure: the median over {rounds} runs (each the median of 10 measured steps "
+        "after 2 warm-up steps, in its own process; peer and ours alternate, taking turns to "
+        "go first); other CPU load: the most CPU used by other processes during one of our "
+        f"runs / the peer's, as a share of the machine ({cotenant:.0%} over the whole "
+        "benchmark)."
     )
     for key, s in summary.items():
         if s["peer_error"]:
@@ -304,6 +322,13 @@ def main() -> None:
     parser.add_argument("--ppo-epochs", type=int, default=4, help="PPO epochs (peer: 4)")
     parser.add_argument("--seed", type=int, default=0, help="our seed")
     parser.add_argument("--ours-first", action="store_true", help="run ours before the peer")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="peer/ours runs per comparison, alternating which goes first; each side's figure "
+        "is the median over its rounds",
+    )
     args = parser.parse_args()
     if args.one:
         print("BENCH " + json.dumps(run_ours(args)), flush=True)
@@ -314,15 +339,16 @@ def main() -> None:
     summary: dict[str, dict] = {}
     for key in args.runs.split(","):
         name, tokens = key.split(":")
-        order = ["ours", "peer"] if args.ours_first else ["peer", "ours"]
-        got = {}
-        for side in order:
-            print(f"{key}: {side} …", file=sys.stderr, flush=True)
-            run = run_peer if side == "peer" else run_child
-            got[side] = run(args, name, int(tokens))
-            print(f"  {json.dumps(got[side])[:300]}", file=sys.stderr, flush=True)
+        got: dict[str, list[dict]] = {"ours": [], "peer": []}
+        for round_ in range(args.rounds):
+            order = ["ours", "peer"] if args.ours_first == (round_ % 2 == 0) else ["peer", "ours"]
+            for side in order:
+                print(f"{key}: {side} (round {round_ + 1}) …", file=sys.stderr, flush=True)
+                run = run_peer if side == "peer" else run_child
+                got[side].append(run(args, name, int(tokens)))
+                print(f"  {json.dumps(got[side][-1])[:300]}", file=sys.stderr, flush=True)
         raw[key] = got
-        summary[key] = compare(key, got["ours"], got["peer"])
+        summary[key] = compare(key, combine(got["ours"]), combine(got["peer"]))
     wall = time.perf_counter() - start
     busy = (cpu_busy() - busy0) - (own_cpu(children=True) - own0)
     cotenant = round(max(0.0, busy / (wall * (os.cpu_count() or 1))), 3)
@@ -335,6 +361,7 @@ def main() -> None:
             "prompts_per_step": args.batch_prompts,
             "threads": args.threads,
             "warmup_steps": args.warmup,
+            "rounds": args.rounds,
             "measured_steps": args.steps,
             "lr": args.lr,
             "ppo_epochs": args.ppo_epochs,
@@ -349,7 +376,7 @@ def main() -> None:
         "summary": summary,
         "runs": raw,
     }
-    record("train_speed", result, table(summary, cotenant))
+    record("train_speed", result, table(summary, cotenant, args.rounds))
 
 
 if __name__ == "__main__":
