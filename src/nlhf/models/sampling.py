@@ -454,15 +454,18 @@ class _Loop:
                         f"{ref_logits.shape[-1]} logits"
                     )
                 ref_logp = torch.log_softmax(ref_logits.float(), dim=-1)
-            dists = []
-            for g, beta in enumerate(self.betas):
-                pol_g = pol_logp[g * B : (g + 1) * B]
-                if beta == 0.0:
-                    dists.append(pol_g)
-                else:
-                    k = ref_slot[g]
-                    dists.append(mix_logprobs(pol_g, ref_logp[k * B : (k + 1) * B], beta))
-            dist = dists[0] if G == 1 else torch.cat(dists, dim=0)
+            if not any(self.betas):  # every row samples the policy itself
+                dist = pol_logp
+            else:
+                dists = []
+                for g, beta in enumerate(self.betas):
+                    pol_g = pol_logp[g * B : (g + 1) * B]
+                    if beta == 0.0:
+                        dists.append(pol_g)
+                    else:
+                        k = ref_slot[g]
+                        dists.append(mix_logprobs(pol_g, ref_logp[k * B : (k + 1) * B], beta))
+                dist = dists[0] if G == 1 else torch.cat(dists, dim=0)
             warped = warp(dist, settings)
             tok = pick(warped, self._noise(generator, warped.shape[-1]))
             tok = tok.masked_fill(finished, pad)
