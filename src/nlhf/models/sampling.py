@@ -544,9 +544,11 @@ class _Loop:
         return bool(flag.item() > 0.0)
 
     def _noise(self, generator: Generators, vocab: int) -> torch.Tensor:
-        if generator is None or isinstance(generator, torch.Generator):
-            return draw_noise((self.rows, vocab), generator, self.device)
-        if len(generator) == self.rows:  # one generator per output row
+        if (
+            generator is None
+            or isinstance(generator, torch.Generator)
+            or len(generator) == self.rows  # one generator per output row
+        ):
             return draw_noise((self.rows, vocab), generator, self.device)
         return torch.cat(
             [draw_noise((self.batch, vocab), generator, self.device) for _ in self.betas]

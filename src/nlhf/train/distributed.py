@@ -23,7 +23,9 @@ process every method returns its input untouched: no copies, no collectives.
 
 from __future__ import annotations
 
+import atexit
 import os
+from functools import cache
 from typing import Any, TypeVar
 
 import torch
@@ -43,6 +45,21 @@ def spawned_without_accelerator() -> bool:
     return not any(getattr(utils, name, lambda: False)() for name in checks)
 
 
+@cache
+def leave_group_at_exit() -> None:
+    """Destroy the process group when the interpreter exits (registered once).  A process that
+    exits with its gloo group still open can abort (SIGABRT) during interpreter teardown after
+    a run that finished well; leaving the group first ends it cleanly."""
+
+    def leave() -> None:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+    atexit.register(leave)
+
+
 class Processes:
     """This process's place in the group (a thin layer over ``accelerate.Accelerator``)."""
 
@@ -56,6 +73,8 @@ class Processes:
         self.index = accelerator.process_index
         self.is_main = accelerator.is_main_process
         self.device = accelerator.device
+        if self.count > 1:
+            leave_group_at_exit()
 
     @property
     def many(self) -> bool:
@@ -161,11 +180,11 @@ class Processes:
         if not self.many:
             return
         import torch.distributed as dist
-        from torch.distributed.tensor import DTensor
 
-        for p in params:
-            if not isinstance(p, DTensor):
-                dist.broadcast(p.data, src=0)
+        from nlhf.train.sharding import replicated
+
+        for p in replicated(params):
+            dist.broadcast(p.data, src=0)
 
     def barrier(self) -> None:
         if self.many:

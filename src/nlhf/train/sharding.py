@@ -92,21 +92,27 @@ def whole_tensors(values: dict[str, torch.Tensor], keep: bool = True) -> dict[st
     return out
 
 
+def like(value: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+    """A whole tensor on ``param``'s device, sharded as ``param`` is (a collective when it
+    is sharded)."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    value = value.to(param.device)
+    if isinstance(param, DTensor):
+        value = distribute_tensor(value, param.device_mesh, param.placements)
+    return value
+
+
 def like_parameters(model: nn.Module, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Whole tensors (by parameter name) on their parameters' devices, and sharded as those
     parameters are (a collective when the model is sharded)."""
-    from torch.distributed.tensor import DTensor, distribute_tensor
+    from torch.distributed.tensor import DTensor
 
     params = dict(model.named_parameters())
-    out = {}
-    for name, value in values.items():
-        param = params[name]
-        if not isinstance(value, DTensor):
-            value = value.to(param.device)
-            if isinstance(param, DTensor):
-                value = distribute_tensor(value, param.device_mesh, param.placements)
-        out[name] = value
-    return out
+    return {
+        name: value if isinstance(value, DTensor) else like(value, params[name])
+        for name, value in values.items()
+    }
 
 
 def trainable_state(model: nn.Module, keep: bool = True) -> dict[str, torch.Tensor]:
@@ -141,7 +147,7 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]
     """Load a state written by :func:`optimizer_state`.  The state tensors of a sharded
     parameter (those shaped like it) are sharded one at a time before loading, so no process
     holds the whole optimizer state on its device."""
-    from torch.distributed.tensor import DTensor, distribute_tensor
+    from torch.distributed.tensor import DTensor
 
     params = [p for group in optimizer.param_groups for p in group["params"]]
     entries = {}
@@ -149,9 +155,7 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]
         param = params[int(index)]
         if isinstance(param, DTensor):
             entry = {
-                key: distribute_tensor(
-                    value.to(param.device, param.dtype), param.device_mesh, param.placements
-                )
+                key: like(value.to(param.dtype), param)
                 if torch.is_tensor(value) and value.shape == param.shape
                 else value
                 for key, value in entry.items()
