@@ -19,6 +19,7 @@ ppo``, against ``python -m nlhf.cli train ppo``.
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -227,6 +228,51 @@ def test_sharded_sampling_keeps_the_processes_in_step(tmp_path):
     done = launch(str(script), processes=2, timeout=120)
     assert "RANK 0 lengths [1]" in done.stdout
     assert "RANK 1 lengths [6]" in done.stdout
+
+
+LEAVING = """
+import os
+import torch
+from nlhf.train.distributed import Processes, leave_group_at_exit
+
+procs = Processes()
+from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm  # imports torch._dynamo: after
+
+tok = byte_tokenizer()
+model = tiny_causal_lm(
+    "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+    pad_token_id=tok.pad_token_id, seed=0,
+)
+model(torch.tensor([[5, 6, 7]])).logits.sum().backward()
+procs.sync_gradients(list(model.parameters()))
+procs.gather(torch.ones(2))
+procs.barrier()
+
+
+def gloo_threads():
+    names = (open(f"/proc/self/task/{t}/comm").read() for t in os.listdir("/proc/self/task"))
+    return sum(name.startswith(("pt_gloo", "gloo")) for name in names)
+
+
+before = gloo_threads()
+leave_group_at_exit()()
+print(f"RANK {procs.index} gloo threads {before} -> {gloo_threads()}", flush=True)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread names come from /proc")
+def test_leaving_the_group_ends_its_threads(tmp_path):
+    """The exit hook destroys the group and so joins gloo's worker threads while the
+    interpreter is alive, also after transformers imported ``torch._dynamo`` (whose import
+    used to capture the group in default arguments): no worker is left to free a collective's
+    tensors during teardown, which aborted finished runs now and then."""
+    script = tmp_path / "leaving.py"
+    script.write_text(LEAVING)
+    done = launch(str(script), processes=2, timeout=120)
+    for rank in (0, 1):
+        counts = re.search(rf"RANK {rank} gloo threads (\d+) -> (\d+)", done.stdout)
+        assert counts, done.stdout
+        assert int(counts[1]) > 0 and int(counts[2]) == 0
 
 
 NAN_ON_ONE_PROCESS = """

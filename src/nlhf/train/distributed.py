@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import os
+from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
@@ -45,19 +46,43 @@ def spawned_without_accelerator() -> bool:
     return not any(getattr(utils, name, lambda: False)() for name in checks)
 
 
+def import_group_defaults() -> None:
+    """Import the torch module that reads the default group at import time, before it exists.
+
+    ``torch.distributed.nn.functional`` (imported by ``torch._dynamo``, which transformers
+    imports when it builds a model) takes ``group.WORLD`` as the default argument of ten
+    functions.  Imported after the group is formed, those defaults keep the group alive after
+    :func:`leave_group_at_exit` destroys it.  Imported before, the defaults are ``None``."""
+    import torch.distributed.nn.functional  # noqa: F401
+
+
 @cache
-def leave_group_at_exit() -> None:
-    """Destroy the process group when the interpreter exits (registered once).  A process that
-    exits with its gloo group still open can abort (SIGABRT) during interpreter teardown after
-    a run that finished well; leaving the group first ends it cleanly."""
+def leave_group_at_exit() -> Callable[[], None]:
+    """Destroy the process group when the interpreter exits (registered once); returns the
+    exit hook.
+
+    A finished process can abort at interpreter teardown (SIGABRT, "terminate called without
+    an active exception") when a gloo worker thread frees the tensors of the last collective
+    then: that needs the GIL, which a finalizing interpreter no longer hands out.  The hook
+    runs while the interpreter is alive.  Destroying the group joins its worker threads when
+    nothing else owns it (reference cycles are collected first; see
+    :func:`import_group_defaults`).  Owners can remain: a sharded model's device mesh sits in
+    DTensor's caches of sharding plans.  So the hook then releases the GIL for a moment, in
+    which the idle workers finish freeing what they hold."""
 
     def leave() -> None:
+        import gc
+        import time
+
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():
+            gc.collect()
             dist.destroy_process_group()
+            time.sleep(0.2)
 
     atexit.register(leave)
+    return leave
 
 
 class Processes:
@@ -67,6 +92,7 @@ class Processes:
         if accelerator is None:
             from accelerate import Accelerator
 
+            import_group_defaults()
             accelerator = Accelerator(cpu=spawned_without_accelerator())
         self.accelerator = accelerator
         self.count = accelerator.num_processes
