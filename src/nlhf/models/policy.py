@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from nlhf.config import option
+from nlhf.models.activations import fuse_gelu
 from nlhf.models.lm import AdapterDisabled, is_peft_model, model_device
 from nlhf.models.logprobs import completion_logprobs
 from nlhf.models.memory import into_memory
@@ -144,6 +145,7 @@ class Policy:
         self.tokenizer = tokenizer
         if self.config.disable_dropout:
             disable_dropout(model)
+        fuse_gelu(model)
         self._frozen_reference: nn.Module | None = None
         if is_peft_model(model):
             if self.config.lora_r:

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from nlhf.files import atomic_write_json
+from nlhf.models.activations import fuse_gelu
 from nlhf.models.memory import into_memory
 from nlhf.models.reward_model import KIND_FILE, encode_pairs, read_kind
 
@@ -42,6 +43,7 @@ class PreferenceModel(nn.Module):
     def __init__(self, encoder, tokenizer, rank: int = 8, max_length: int = 256) -> None:
         super().__init__()
         hidden = encoder.config.hidden_size
+        fuse_gelu(encoder)
         self.encoder = encoder
         self.tokenizer = tokenizer
         self.rank = rank

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from nlhf.files import atomic_write_json
+from nlhf.models.activations import fuse_gelu
 from nlhf.models.memory import into_memory
 
 KIND_FILE = "nlhf_judge.json"
@@ -68,6 +69,7 @@ class RewardModel(nn.Module):
 
     def __init__(self, model, tokenizer, max_length: int = 256) -> None:
         super().__init__()
+        fuse_gelu(model)
         self.model = model
         self.tokenizer = tokenizer
         self.max_length = max_length
