@@ -15,7 +15,7 @@ import argparse
 
 from nlhf.models import Policy, PolicyConfig
 from nlhf.models.judges import FunctionJudge
-from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+from nlhf.models.tiny import tiny_byte_lm
 from nlhf.train import nash_ema, nash_md, nash_mp, online_dpo, ppo
 from nlhf.train.online import Trainer
 
@@ -35,11 +35,7 @@ def lowercase(prompt: str, text: str) -> float:
 
 def train(out: str, name: str, grad_accum: int, fsdp: bool = False, lora_r: int = 0) -> None:
     module, algorithm, extra = ALGORITHMS[name]
-    tok = byte_tokenizer()
-    model = tiny_causal_lm(
-        "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id, seed=0,
-    )  # fmt: skip
+    model, tok = tiny_byte_lm("gpt2")
     policy = Policy(model, tok, PolicyConfig(lora_r=lora_r))
     settings = dict(
         out=f"{out}/{name}", steps=3, batch_size=4, grad_accum=grad_accum, max_new_tokens=5,

@@ -113,14 +113,12 @@ def tiny_setup(module: str, settings: str, run: str, lora_r: int = 0, scale: flo
 import torch
 from nlhf.models import Policy, PolicyConfig
 from nlhf.models.judges import FunctionJudge
-from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+from nlhf.models.tiny import tiny_byte_lm
 from nlhf.train import {module}
 from nlhf.train.online import Trainer
 
 def make(out, judge=None, **overrides):
-    tok = byte_tokenizer()
-    model = tiny_causal_lm("gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
-                           pad_token_id=tok.pad_token_id, seed=0)
+    model, tok = tiny_byte_lm("gpt2")
     policy = Policy(model, tok, PolicyConfig(lora_r=overrides.pop("lora_r", {lora_r})))
     if judge is None:
         judge = FunctionJudge(lambda prompt, text: sum(ch.islower() for ch in text),

@@ -7,7 +7,7 @@ import torch
 
 from nlhf.models import AdapterDisabled, Policy, PolicyConfig, completion_logprobs
 from nlhf.models.logprobs import position_ids_from_mask
-from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+from nlhf.models.tiny import tiny_byte_lm, tiny_causal_lm
 
 KINDS = ["gpt2", "llama"]
 
@@ -201,10 +201,7 @@ def test_peft_model_with_lora_r_is_an_error():
 
 
 def test_load_from_folder_and_tokens(tmp_path):
-    tok = byte_tokenizer()
-    model = tiny_causal_lm(
-        "llama", vocab_size=len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id
-    )
+    model, tok = tiny_byte_lm("llama")
     model.save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     policy = Policy.load(PolicyConfig(model=str(tmp_path), lora_r=2))

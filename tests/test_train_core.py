@@ -69,15 +69,13 @@ def test_config_checks():
 def test_bfloat16_base_trains_float32_adapters(tmp_path):
     """dtype=bfloat16: the frozen base is bf16, the adapter and its optimizer fp32, and a
     step moves the adapter with finite losses."""
-    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+    from nlhf.models.tiny import tiny_byte_lm
     from nlhf.train import nash_md
     from nlhf.train.online import Trainer
     from nlhf.train.policy_fields import load_policy
 
-    tok = byte_tokenizer()
-    tiny_causal_lm(
-        "llama", vocab_size=len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id
-    ).save_pretrained(tmp_path / "base")
+    model, tok = tiny_byte_lm("llama")
+    model.save_pretrained(tmp_path / "base")
     tok.save_pretrained(tmp_path / "base")
     config = nash_md.Config(
         policy=str(tmp_path / "base"),
@@ -108,14 +106,11 @@ def test_bfloat16_base_trains_float32_adapters(tmp_path):
 
 def _tiny_trainer(tmp_path, judge, **overrides):
     from nlhf.models import Policy
-    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+    from nlhf.models.tiny import tiny_byte_lm
     from nlhf.train import nash_md
     from nlhf.train.online import Trainer
 
-    tok = byte_tokenizer()
-    model = tiny_causal_lm(
-        "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id
-    )
+    model, tok = tiny_byte_lm("gpt2")
     config = nash_md.Config(
         out=str(tmp_path),
         steps=3,

@@ -86,13 +86,9 @@ def runs(root):
 
 
 def initial_weights() -> dict:
-    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+    from nlhf.models.tiny import tiny_byte_lm
 
-    tok = byte_tokenizer()
-    model = tiny_causal_lm(
-        "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id, seed=0,
-    )  # fmt: skip
+    model, _ = tiny_byte_lm("gpt2")
     return model.state_dict()
 
 
@@ -198,16 +194,12 @@ def test_sharded_run_resumes_from_its_checkpoint(root, tmp_path):
 LOCKSTEP = """
 import torch
 from nlhf.models import Policy, PolicyConfig, sample
-from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+from nlhf.models.tiny import tiny_byte_lm
 from nlhf.train.distributed import Processes
 from nlhf.train.sharding import shard_policy
 
 procs = Processes()
-tok = byte_tokenizer()
-model = tiny_causal_lm(
-    "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
-    pad_token_id=tok.pad_token_id, seed=0,
-)
+model, tok = tiny_byte_lm("gpt2")
 policy = Policy(model, tok, PolicyConfig(lora_r=0))
 shard_policy(policy)
 ids = torch.tensor([[5, 6, 7]])
@@ -236,13 +228,9 @@ import torch
 from nlhf.train.distributed import Processes, leave_group_at_exit
 
 procs = Processes()
-from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm  # imports torch._dynamo: after
+from nlhf.models.tiny import tiny_byte_lm
 
-tok = byte_tokenizer()
-model = tiny_causal_lm(
-    "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
-    pad_token_id=tok.pad_token_id, seed=0,
-)
+model, tok = tiny_byte_lm("gpt2")  # transformers imports torch._dynamo: after the group
 model(torch.tensor([[5, 6, 7]])).logits.sum().backward()
 procs.sync_gradients(list(model.parameters()))
 procs.gather(torch.ones(2))
@@ -280,16 +268,14 @@ import sys
 import torch
 from nlhf.models import Policy, PolicyConfig
 from nlhf.models.judges import ScoreJudge
-from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+from nlhf.models.tiny import tiny_byte_lm
 from nlhf.train import nash_md, online_dpo, ppo
 from nlhf.train.online import Trainer
 
 out, name = sys.argv[1], sys.argv[2]
 module, algorithm = {"online-dpo": (online_dpo, online_dpo.OnlineDPO),
                      "nash-md": (nash_md, nash_md.NashMDPG), "ppo": (ppo, ppo.PPO)}[name]
-tok = byte_tokenizer()
-model = tiny_causal_lm("gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
-                       pad_token_id=tok.pad_token_id, seed=0)
+model, tok = tiny_byte_lm("gpt2")
 policy = Policy(model, tok, PolicyConfig(lora_r=0))
 
 
@@ -339,13 +325,9 @@ def test_two_processes_equal_one_process_with_their_chunks(root, algorithm):
 
 def save_tiny_model(folder: Path) -> None:
     """The tiny random GPT-2 of these tests and its byte tokenizer, as a model folder."""
-    from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+    from nlhf.models.tiny import tiny_byte_lm
 
-    tok = byte_tokenizer()
-    model = tiny_causal_lm(
-        "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id, seed=0,
-    )  # fmt: skip
+    model, tok = tiny_byte_lm("gpt2")
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
 

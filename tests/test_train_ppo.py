@@ -7,7 +7,7 @@ import torch
 
 from nlhf.models import Policy, PolicyConfig, sample
 from nlhf.models.judges import FunctionJudge
-from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
+from nlhf.models.tiny import tiny_byte_lm
 from nlhf.train import ppo
 from nlhf.train.kl_control import KLController, adaptive_kl_factor
 from nlhf.train.online import Trainer, decode, tokenize
@@ -29,11 +29,7 @@ def lowercase(prompt: str, text: str) -> float:
 
 
 def make(tmp_path, lora_r=0, judge=None, **overrides):
-    tok = byte_tokenizer()
-    model = tiny_causal_lm(
-        "gpt2", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id, seed=0,
-    )  # fmt: skip
+    model, tok = tiny_byte_lm("gpt2")
     policy = Policy(model, tok, PolicyConfig(lora_r=lora_r))
     settings = dict(
         out=str(tmp_path), steps=2, batch_size=8, max_new_tokens=6, lr=3e-3,

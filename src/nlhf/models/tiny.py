@@ -2,10 +2,11 @@
 
 For tests, smoke runs and examples where the real model does not matter:
 
-    from nlhf.models.tiny import tiny_causal_lm, byte_tokenizer
+    from nlhf.models.tiny import byte_tokenizer, tiny_byte_lm, tiny_causal_lm
     tok = byte_tokenizer()                    # 256 byte tokens, <|endoftext|> = 256, <pad> = 257
     model = tiny_causal_lm("llama", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
                            pad_token_id=tok.pad_token_id)
+    model, tok = tiny_byte_lm("llama")        # the same two in one call
 """
 
 from __future__ import annotations
@@ -85,3 +86,18 @@ def byte_tokenizer():
         pad_token=PAD,
         padding_side="left",
     )
+
+
+def tiny_byte_lm(kind: Literal["gpt2", "llama"] = "gpt2", seed: int = 0, **sizes):
+    """A :func:`tiny_causal_lm` sized to :func:`byte_tokenizer`, with its end and pad ids, and
+    the tokenizer: ``(model, tokenizer)``.  ``sizes``: layers, hidden, heads, max_positions."""
+    tok = byte_tokenizer()
+    model = tiny_causal_lm(
+        kind,
+        vocab_size=len(tok),
+        seed=seed,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        **sizes,
+    )
+    return model, tok
