@@ -1,5 +1,5 @@
 # Every target creates .venv on first use and installs into it only what is missing.
-#   make demo    the main job: nlhf demo (RLHF-PPO vs Nash-MD-PG on SmolLM2, ~20 min)
+#   make demo    the main job: nlhf demo (RLHF-PPO vs Nash-MD-PG on SmolLM2; run time: README)
 #   make test    the whole test suite (make test-fast skips the slow end-to-end tests)
 #   make bench   benchmarks; results in bench/results/*.json and the README table
 #   make lint    ruff
@@ -44,8 +44,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/train_speed.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench notebooks
-	$(BIN)/ruff format --check src tests bench notebooks
+	$(BIN)/ruff check src tests bench notebooks scripts
+	$(BIN)/ruff format --check src tests bench notebooks scripts
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

@@ -15,6 +15,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PEER = Path(os.environ.get("NLHF_PEER_BENCH", ROOT.parent / "shared" / "bench" / "trl"))
+"""The peer benchmark (TRL on the same workload): ``shared/bench/trl`` beside the repository,
+or the folder named by ``NLHF_PEER_BENCH``."""
 sys.path.insert(0, str(ROOT / "src"))
 
 from nlhf.files import atomic_write_json, atomic_write_text  # noqa: E402

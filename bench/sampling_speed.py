@@ -4,9 +4,10 @@
     .venv/bin/python bench/sampling_speed.py --repeats 3 --tokens 32
     .venv/bin/python bench/sampling_speed.py --threads 1   # ..._threads1.json
 
-Workload (the peer baseline in /work/shared/bench/trl): GPT-2 with 4 layers, 4 heads, 256 dims,
+Workload (the peer baseline in ``shared/bench/trl``, :data:`common.PEER`): GPT-2 with 4
+layers, 4 heads, 256 dims,
 256 positions, random init with seed 0; the byte-level BPE tokenizer (vocab 2000) from
-/work/shared/bench/trl/tok; the first 8 prompts of prompts.json (8-16 tokens, left-padded);
+``shared/bench/trl/tok``; the first 8 prompts of prompts.json (8-16 tokens, left-padded);
 32 and 128 new tokens; temperature 1, no top-k / top-p; fp32; 2 threads.  The reference μ is
 a second model with the same weights, as the peer loads it.  Mixture coefficient β = 0.5
 (the peer's default).
@@ -48,7 +49,7 @@ from pathlib import Path
 
 import torch
 
-from common import record
+from common import PEER, record
 from nlhf.models import (
     AdapterDisabled,
     Policy,
@@ -58,7 +59,6 @@ from nlhf.models import (
     sample_pair,
 )
 
-PEER = Path("/work/shared/bench/trl")
 BETA = 0.5
 
 

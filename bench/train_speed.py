@@ -4,7 +4,8 @@
     .venv/bin/python bench/train_speed.py --runs nash_md:32,ppo:32
     .venv/bin/python bench/train_speed.py --one nash_md --tokens 32   # ours only, in-process
 
-The peer is the TRL CPU baseline in /work/shared/bench/trl (``bench.py``, its own venv and
+The peer is the TRL CPU baseline in ``shared/bench/trl`` (:data:`common.PEER`; ``bench.py``,
+its own venv and
 models made by its ``prepare.py``).  Every run, peer or ours, is a fresh subprocess, so peak
 RSS (``ru_maxrss`` read after training) is per process; peer and ours alternate run by run in
 one invocation of this script, so both see the same machine, for ``--rounds`` rounds (3; the
@@ -44,9 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, record
+from common import PEER, ROOT, record
 
-PEER = Path("/work/shared/bench/trl")
 PEER_ROOT = Path(os.environ.get("TRLBENCH_ROOT", Path.home() / ".cache" / "trlbench"))
 PEER_PYTHON = PEER_ROOT / "venv" / "bin" / "python"
 MODELS = PEER_ROOT / "models"

@@ -1,75 +1,59 @@
-"""Shared end-to-end checks for the online trainers, run in subprocesses on a tiny model.
+"""Shared checks for the online trainers, on the tiny setups of tests/tiny_train.py.
 
-Each test module builds its ``SETUP`` with :func:`tiny_setup`: Python source that defines
-``make`` and ``train(out, **overrides)`` for one trainer on a tiny model.  The helpers here
-run it, kill it with SIGKILL right
-after the step-4 checkpoint, resume it, and measure a trained policy against its reference.
+:func:`assert_one_documented_step` checks an in-process one-step run; in subprocesses,
+:func:`kill_and_resume` trains one run to the end and another that is SIGKILLed right after
+its step-4 checkpoint and restarted, and :func:`trained_win_rate` measures a trained policy
+against its reference; the rest reads what a run wrote.
 """
 
 import json
+import math
 import subprocess
 import sys
-import textwrap
+from pathlib import Path
 
 import torch
 
-KILL_AFTER_STEP_4 = """
-import os, signal
-from nlhf.train.checkpoint import Checkpointer
-original = Checkpointer.save
-def save_and_die(self, step, state):
-    original(self, step, state)
-    if step == 4:
-        os.kill(os.getpid(), signal.SIGKILL)
-Checkpointer.save = save_and_die
-"""
+import children
+from trainer_docs import logged_metrics
 
-WIN_RATE = """
-from nlhf.models import sample
-from nlhf.train.online import decode, tokenize
-policy, judge = trainer.policy, trainer.judge
-prompts = trainer.prompts * 20
-ids, mask = tokenize(policy.tokenizer, prompts, policy.device)
-g = torch.Generator().manual_seed(123)
-mine = sample(policy, ids, mask, 6, generator=g)
-ref = sample(policy, ids, mask, 6, reference=policy.reference, beta=1.0, generator=g)
-tok = policy.tokenizer
-p = judge(prompts, decode(tok, mine.tokens, mine.mask), decode(tok, ref.tokens, ref.mask))
-print("WIN", float(p.mean()))
-"""
+SCRIPT = Path(__file__).with_name("tiny_train.py")
 
 
-def run_script(setup: str, body: str) -> subprocess.CompletedProcess:
+def tiny_train(algorithm: str, out: Path, *args: str, tmp: Path) -> subprocess.CompletedProcess:
+    """``python tests/tiny_train.py ALGORITHM OUT ARGS`` with its temp folder in ``tmp``."""
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(setup) + textwrap.dedent(body)],
+        [sys.executable, str(SCRIPT), algorithm, str(out), *args],
         capture_output=True,
-        text=True,
+        encoding="utf-8",
+        env=children.env(tmp),
         timeout=300,
     )
 
 
-def kill_and_resume(setup: str, tmp_path, args: str = "", unfinished: str = "policy") -> tuple:
-    """Train to the end in ``full``; in ``resumed``, SIGKILL after the step-4 checkpoint and
-    restart. Returns the two folders; asserts the kill happened before the run wrote
-    ``unfinished`` (a final output) and that the restart resumed from step 4."""
+def kill_and_resume(
+    algorithm: str, tmp_path: Path, *overrides: str, unfinished: str = "policy"
+) -> tuple[Path, Path]:
+    """Train to the end in ``tmp_path/full``; in ``tmp_path/resumed``, SIGKILL after the step-4
+    checkpoint and restart.  Returns the two folders; asserts the kill happened before the run
+    wrote ``unfinished`` (a final output) and that the restart resumed from step 4."""
     full, resumed = tmp_path / "full", tmp_path / "resumed"
-    extra = f", {args}" if args else ""
-    done = run_script(setup, f"train({str(full)!r}{extra})")
+    done = tiny_train(algorithm, full, *overrides, tmp=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    killed = run_script(setup, KILL_AFTER_STEP_4 + f"train({str(resumed)!r}{extra})\n")
-    assert killed.returncode == -9
+    killed = tiny_train(algorithm, resumed, *overrides, "--die-after-checkpoint", "4", tmp=tmp_path)
+    assert killed.returncode == -9, killed.stderr[-2000:]
     assert not (resumed / unfinished).exists()
-    again = run_script(setup, f"train({str(resumed)!r}{extra})")
+    again = tiny_train(algorithm, resumed, *overrides, tmp=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "resuming from step 4" in again.stdout
     return full, resumed
 
 
-def trained_win_rate(setup: str, train_call: str) -> float:
-    """Mean judge P(policy sample ≻ reference sample) after ``trainer, last = <train_call>``."""
-    result = run_script(setup, f"trainer, last = {train_call}\n" + WIN_RATE)
+def trained_win_rate(algorithm: str, tmp_path: Path, *overrides: str) -> float:
+    """Mean judge P(policy sample ≻ reference sample) after training into ``tmp_path/run``."""
+    result = tiny_train(algorithm, tmp_path / "run", *overrides, "--win-rate", tmp=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    return float(result.stdout.split("WIN")[-1])
+    return float(result.stdout.split("win_rate")[-1])
 
 
 def saved_tensors(*files) -> dict:
@@ -97,41 +81,17 @@ def metrics(folder) -> list[dict]:
     return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
 
 
-def tiny_setup(module: str, settings: str, run: str, lora_r: int = 0, scale: float = 2.0) -> str:
-    """Source that defines, for the trainer ``nlhf.train.<module>`` on a tiny random GPT-2
-    with a judge that likes lower-case letters:
-
-    - ``make(out, judge=None, **overrides) -> (trainer, config)``;
-    - ``train(out, judge=None, **overrides)``: ``make``, then the lines ``run`` (which see
-      ``trainer``, ``config`` and ``out`` and return the result).
-
-    ``settings``: the config's keyword arguments beyond the shared tiny ones (6 steps of 4
-    prompts × 6 tokens, a checkpoint every 2 steps, seed 3); overrides win over both.
-    """
-    body = textwrap.indent(textwrap.dedent(run).strip(), "    ")
-    return f"""
-import torch
-from nlhf.models import Policy, PolicyConfig
-from nlhf.models.judges import FunctionJudge
-from nlhf.models.tiny import tiny_byte_lm
-from nlhf.train import {module}
-from nlhf.train.online import Trainer
-
-def make(out, judge=None, **overrides):
-    model, tok = tiny_byte_lm("gpt2")
-    policy = Policy(model, tok, PolicyConfig(lora_r=overrides.pop("lora_r", {lora_r})))
-    if judge is None:
-        judge = FunctionJudge(lambda prompt, text: sum(ch.islower() for ch in text),
-                              scale={scale})
-    settings = dict(out=str(out), steps=6, batch_size=4, max_new_tokens=6, checkpoint_every=2,
-                    progress=False, tensorboard=False, seed=3, {settings})
-    settings.update(overrides)
-    config = {module}.Config(**settings)
-    trainer = Trainer(config, policy=policy, judge=judge,
-                      prompts=["say a", "hello", "abc", "x", "the cat", "a b"])
-    return trainer, config
-
-def train(out, judge=None, **overrides):
-    trainer, config = make(out, judge, **overrides)
-{body}
-"""
+def assert_one_documented_step(before: list, trainer, name: str, module: str) -> None:
+    """After ``trainer`` ran one step (``before``: its trainable tensors at the start): every
+    trainable tensor moved, and ``metrics.jsonl`` holds step 1 with exactly the metrics that
+    ``nlhf train <name>`` documents (:func:`trainer_docs.logged_metrics`), all finite."""
+    after = [p.detach() for p in trainer.params]
+    assert len(after) == len(before)
+    still = sum(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    assert still == 0, f"{still} of {len(after)} trainable tensors did not move"
+    (row,) = metrics(trainer.out)
+    assert row.pop("step") == 1
+    documented = logged_metrics(name, module)
+    assert not documented - row.keys(), f"documented, not logged: {sorted(documented - row.keys())}"
+    assert not row.keys() - documented, f"logged, not documented: {sorted(row.keys() - documented)}"
+    assert all(math.isfinite(v) for v in row.values()), row

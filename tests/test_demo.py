@@ -2,7 +2,6 @@
 the interrupted-and-resumed pipeline on tiny models; ``--quick`` on the embedded SmolLM2."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import children
 from nlhf.config import ConfigError
 from nlhf.demo.config import PRESETS, Config, resolved
 from nlhf.demo.plan import Layout, judge_configs, methods, tournament_entrants
@@ -56,7 +56,7 @@ def test_plan_trains_ppo_on_the_reward_model_and_nash_md_on_the_preference_model
     assert everything[2].config.beta == 0.0
     judges = judge_configs(config, layout)
     assert {c.data for c in judges.values()} == {"imdb"}
-    assert {c.bf16 for c in judges.values()} == {config.dtype == "bfloat16"}
+    assert {c.dtype for c in judges.values()} == {config.dtype}
     assert len({(c.max_pairs, c.seed, c.held_out) for c in judges.values()}) == 1  # same split
     assert tournament_entrants(config, layout)[0] == "reference"
 
@@ -146,9 +146,15 @@ def test_interrupted_demo_resumes_and_writes_the_report(tmp_path, tiny_models):
     without redoing the finished stages."""
     out = tmp_path / "run"
     cmd = demo_command(out, tiny_models, minutes=0.25)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = children.env(tmp_path, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        encoding="utf-8",
+        preexec_fn=children.default_signals,  # the Ctrl-C below must reach Python
     )
     stages = out / "stages.json"
     deadline = time.monotonic() + 240
@@ -166,7 +172,9 @@ def test_interrupted_demo_resumes_and_writes_the_report(tmp_path, tiny_models):
     done = json.loads(stages.read_text())
     assert "train ppo" in done and "train nash-md" not in done
 
-    resumed = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, encoding="utf-8", timeout=300
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     for stage in ("prompts", "judges", "train ppo"):
         assert f"[demo] {stage}: done in an earlier run, skipped" in resumed.stdout
@@ -180,11 +188,13 @@ def test_interrupted_demo_resumes_and_writes_the_report(tmp_path, tiny_models):
     assert [p["name"] for p in tournament["policies"]] == ["reference", "ppo", "nash-md"]
     assert set(tournament["judges"]) == {"vader", "preference-model"}
     # the README block of this run: verdicts, judges, tables, images copied beside it
-    from nlhf.demo.readme import update_readme
-
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- demo:lm -->\nold\n<!-- /demo:lm -->\nrest\n")
-    update_readme(out, readme)
+    script = [sys.executable, str(ROOT / "scripts" / "readme.py"), str(out), str(readme)]
+    written = subprocess.run(
+        script, env=children.env(tmp_path), capture_output=True, encoding="utf-8"
+    )
+    assert written.returncode == 0, written.stderr
     text = readme.read_text()
     assert "old" not in text and text.startswith("intro") and text.endswith("rest\n")
     assert "P(nash-md ≻ reference)" in text and "| P(row ≻ col) |" in text
@@ -206,8 +216,9 @@ def test_quick_demo_on_the_embedded_models(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "nlhf.cli", "demo", "--quick", "--no-progress", "--out", str(out)],
         cwd=ROOT,
+        env=children.env(tmp_path),
         capture_output=True,
-        text=True,
+        encoding="utf-8",
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -29,6 +29,14 @@ def test_config_from_flags_and_validation():
         parse(["--policies", "a,b", "pairing=some"])
 
 
+def test_prompt_options_are_the_shared_ones():
+    from nlhf.data.prompts import PromptFields
+
+    assert issubclass(Config, PromptFields)
+    config = parse(["--policies", "a,b", "--prompt-words", "5", "prompts=hh", "chat_template=true"])
+    assert (config.prompts, config.prompt_words, config.chat_template) == ("hh", 5, True)
+
+
 def test_run_with_vader_on_tiny_models(tmp_path, capsys):
     torch.set_num_threads(1)
     folders = build_folders(tmp_path / "policies")

@@ -80,9 +80,10 @@ def test_preference_model_learns_a_cycle_that_no_reward_model_can(encoder, tmp_p
     assert rm_acc < 0.8  # 2/3 is the ceiling for a reward on a 3-cycle, up to sampling noise
 
     # the saved folder loads back as a judge that reproduces the held-out accuracy
-    from nlhf.train.judge_loop import load_training_pairs, prompt_text
+    from nlhf.train.judges import prompt_text
+    from nlhf.train.pairs import load_training_pairs
 
-    _, held_out = load_training_pairs(pm)
+    _, held_out = load_training_pairs(pm, pm.seed)
     judge = PreferenceModelJudge(PreferenceModel.load(tmp_path / "pm" / "model"))
     p = judge(
         [prompt_text(x) for x in held_out],
@@ -136,7 +137,8 @@ def test_score_judges_are_antisymmetric(encoder):
 def test_training_resumes_to_the_same_weights(encoder, tmp_path, monkeypatch):
     """A run interrupted after a checkpoint and resumed ends exactly where an uninterrupted
     run ends (same seed, CPU)."""
-    from nlhf.train import judge_loop, reward_model
+    from nlhf.train import reward_model
+    from nlhf.train.checkpoint import Checkpointer
 
     path = tmp_path / "cycle.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in cycle_pairs(80, 1)) + "\n")
@@ -152,7 +154,7 @@ def test_training_resumes_to_the_same_weights(encoder, tmp_path, monkeypatch):
     assert reward_model.run(reward_model.Config(out=str(tmp_path / "a"), **common)) == 0
 
     calls = {"n": 0}
-    original = judge_loop.Checkpointer.save
+    original = Checkpointer.save
 
     def save_then_die(self, step, state):
         original(self, step, state)
@@ -160,11 +162,11 @@ def test_training_resumes_to_the_same_weights(encoder, tmp_path, monkeypatch):
         if calls["n"] == 2:
             raise KeyboardInterrupt  # killed right after the second checkpoint
 
-    monkeypatch.setattr(judge_loop.Checkpointer, "save", save_then_die)
+    monkeypatch.setattr(Checkpointer, "save", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         reward_model.run(reward_model.Config(out=str(tmp_path / "b"), **common))
     assert (tmp_path / "b" / "checkpoints" / "step-6").exists()
-    monkeypatch.setattr(judge_loop.Checkpointer, "save", original)
+    monkeypatch.setattr(Checkpointer, "save", original)
     assert reward_model.run(reward_model.Config(out=str(tmp_path / "b"), **common)) == 0
 
     a = RewardModel.load(tmp_path / "a" / "model").model.state_dict()
@@ -173,4 +175,10 @@ def test_training_resumes_to_the_same_weights(encoder, tmp_path, monkeypatch):
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
     ma = json.loads((tmp_path / "a" / "metrics.json").read_text())
     mb = json.loads((tmp_path / "b" / "metrics.json").read_text())
-    assert ma["history"] == mb["history"] and ma["held_out"] == mb["held_out"]
+    assert ma["held_out"] == mb["held_out"]
+
+    def curve(run):
+        lines = (tmp_path / run / "metrics.jsonl").read_text().splitlines()
+        return [(r["step"], r["loss"], r["accuracy"], r["lr"]) for r in map(json.loads, lines)]
+
+    assert curve("a") == curve("b") and len(curve("a")) == 16  # 64 training pairs, 2 epochs

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
+import browser
 from nlhf.data import load_pairs
-from nlhf.label import browser
 from nlhf.label.app import AppSettings, create_app
 from nlhf.label.server import running_server
 from nlhf.label.store import LabelStore

@@ -62,6 +62,22 @@ def test_two_samples_of_one_policy(models):
     assert [t.key for t in again] == [t.key for t in tasks]  # seeded: reproducible
 
 
+def test_a_tasks_text_does_not_depend_on_its_batch(models):
+    """Each prompt's responses come from generators seeded by (seed, response, prompt row):
+    alone, in a batch of two or of four (other prompt lengths, other padding), the same text."""
+    policy, opponent = load_model(str(models[0])), load_model(str(models[1]), name="ref")
+    prompts = ["good films", "the quick brown fox jumps", "say", "a lovely day it is"]
+    for against in (None, opponent):
+        runs = [
+            tasks_from_policies(
+                policy, prompts, opponent=against, max_new_tokens=10, seed=5, batch_size=size
+            )
+            for size in (1, 2, 4)
+        ]
+        texts = [[(t.prompt, t.response_a, t.response_b) for t in tasks] for tasks, _ in runs]
+        assert texts[0] and texts[0] == texts[1] == texts[2]
+
+
 def test_policy_against_opponent_and_dropping_identical(models):
     policy, opponent = load_model(str(models[0])), load_model(str(models[1]), name="ref")
     tasks, dropped = tasks_from_policies(

@@ -13,10 +13,12 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
 
+import children
 from nlhf.label.store import LabelStore
 from nlhf.label.tasks import TaskInput
 
@@ -24,10 +26,12 @@ pytestmark = pytest.mark.slow
 
 
 def start_server(db, k, *extra):
+    """The server on ``db`` (its temp folder beside it), stopped by SIGTERM in :func:`stop`."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "nlhf.label.serve_cli", "--db", db, "--port", "0",
          "--labels-per-task", str(k), "--log-level", "error", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8",
+        env=children.env(Path(db).parent), preexec_fn=children.default_signals,
     )  # fmt: skip
     line = proc.stdout.readline()
     if "serving on" not in line:

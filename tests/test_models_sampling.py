@@ -5,7 +5,7 @@ import copy
 import pytest
 import torch
 
-from nlhf.models import Policy, PolicyConfig, mixture_logits, sample, sample_pair
+from nlhf.models import Policy, PolicyConfig, mixture_logits, row_generators, sample, sample_pair
 from nlhf.models.lm import AdapterDisabled
 from nlhf.models.logprobs import completion_logprobs, position_ids_from_mask
 from nlhf.models.tiny import tiny_causal_lm
@@ -319,6 +319,26 @@ def test_bare_models_and_training_mode_restored():
         atol=1e-5,
         rtol=0,
     )
+
+
+def test_a_policy_is_unwrapped_as_policy_and_as_reference():
+    policy, other = full_policy(), full_policy("gpt2")
+    perturb(other.model, seed=5)
+    _, ids, mask = prompts()
+    wrapped = sample(policy, ids, mask, 6, reference=other, beta=0.5, generator=gen(4))
+    bare = sample(policy.model, ids, mask, 6, reference=other.model, beta=0.5, generator=gen(4))
+    assert torch.equal(wrapped.tokens, bare.tokens)
+    torch.testing.assert_close(wrapped.ref_logprobs, bare.ref_logprobs, atol=0, rtol=0)
+
+
+def test_row_generators_are_seeded_by_seed_step_row_and_salt_alone():
+    # the seed of row r at step t: ((seed · 1000003 + t) · 65537 + r) · 31 + salt
+    (g,) = row_generators(2, 3, [5], salt=7)
+    assert g.initial_seed() == ((2 * 1_000_003 + 3) * 65_537 + 5) * 31 + 7
+    batched = [g.initial_seed() for g in row_generators(0, 5, [0, 1, 2, 3])]
+    assert [g.initial_seed() for g in row_generators(0, 5, [2, 3])] == batched[2:]
+    assert len(set(batched)) == 4
+    assert row_generators(0, 5, [2], salt=1)[0].initial_seed() != batched[2]
 
 
 def test_errors_name_the_problem():

@@ -29,6 +29,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import children
 from online_harness import metrics, policy_weights, saved_tensors
 
 HERE = Path(__file__).parent
@@ -67,16 +68,25 @@ def launch(*args: str, processes: int, timeout: int = 240) -> subprocess.Complet
     return done
 
 
+@pytest.fixture(autouse=True)
+def children_tmpdir(tmp_path, monkeypatch):
+    """The processes a test launches (torchrun's ``torchelastic_*`` log folders included) keep
+    their temp files in the test's folder: :func:`launch` passes ``os.environ`` on."""
+    monkeypatch.setenv("TMPDIR", str(children.tmpdir(tmp_path)))
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     """p1: 1 process; p1-accum2: 1 process, grad_accum 2; p2: 2 processes; p2-fsdp: 2
     processes, the model sharded."""
     root = tmp_path_factory.mktemp("distributed")
     script = str(HERE / "distributed_run.py")
-    launch(script, str(root / "p2"), *SHARDED, processes=2)
-    launch(script, str(root / "p2-fsdp"), *SHARDED, "--fsdp", processes=2)
-    launch(script, str(root / "p1"), *ALGORITHMS, processes=1)
-    launch(script, str(root / "p1-accum2"), *SAME_CHUNKS, "--grad-accum", "2", processes=1)
+    with pytest.MonkeyPatch.context() as env:  # set up before the per-test folder above
+        env.setenv("TMPDIR", str(children.tmpdir(root)))
+        launch(script, str(root / "p2"), *SHARDED, processes=2)
+        launch(script, str(root / "p2-fsdp"), *SHARDED, "--fsdp", processes=2)
+        launch(script, str(root / "p1"), *ALGORITHMS, processes=1)
+        launch(script, str(root / "p1-accum2"), *SAME_CHUNKS, "--grad-accum", "2", processes=1)
     return root
 
 
@@ -427,6 +437,49 @@ def test_offline_trainers_under_two_processes(tmp_path, command, lora):
     assert "resuming from step 2 of 3" in done.stdout
     for key, value in policy_weights(fsdp).items():
         torch.testing.assert_close(value, w1[key], atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.slow  # about 20 s: two launches of the CLI
+def test_judge_trainer_under_two_processes(tmp_path):
+    """``nlhf train reward-model`` under 2 processes: uneven shares (5 = 3 + 2) and a last
+    batch of one pair (one process gets nothing), each share weighted by its pairs' weights,
+    give the 1-process losses, gradient norms and weights (dropout off, so the processes'
+    random streams do not matter)."""
+    from nlhf.models.reward_model import RewardModel
+    from tiny_encoder import make_tiny_encoder
+
+    words = [f"w{i}" for i in range(12)]
+    encoder = make_tiny_encoder(tmp_path / "encoder", words + ["item"], dropout=0.0)
+    with open(tmp_path / "pairs.jsonl", "w") as f:
+        for i in range(14):
+            row = {"prompt": f"item w{i}", "chosen": words[i % 6], "rejected": words[6 + i % 6]}
+            f.write(json.dumps({**row, "weight": 1.0 + (i % 3)}) + "\n")
+    args = [
+        "-m", "nlhf.cli", "train", "reward-model", "--backbone", str(encoder),
+        "--data", str(tmp_path / "pairs.jsonl"), "--held-out", "0.2", "--batch-size", "5",
+        "--max-length", "16", "--lr", "0.01", "--no-progress", "--no-tensorboard",
+    ]  # fmt: skip
+    outs, weights = {}, {}
+    for processes in (1, 2):
+        out = tmp_path / f"p{processes}"
+        launch(*args, "--out", str(out), processes=processes)
+        assert json.loads((out / "metrics.json").read_text())["train_examples"] % 5 == 1
+        outs[processes] = metrics(out)
+        weights[processes] = RewardModel.load(out / "model").state_dict()
+    assert len(outs[1]) == 3 and len({r["loss"] for r in outs[1]}) == 3
+    for a, b in zip(outs[1], outs[2], strict=True):
+        assert abs(a["loss"] - b["loss"]) <= 1e-5, (a["step"], a["loss"], b["loss"])
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4)
+        assert b["accuracy"] == pytest.approx(a["accuracy"], abs=1e-6)
+    # The classifier's bias cancels in every r(y_w) − r(y_l): its gradient is rounding noise,
+    # which Adam turns into steps of either sign, so it is left out of the comparison.
+    for key, value in weights[1].items():
+        if key != "model.classifier.bias":
+            torch.testing.assert_close(weights[2][key], value, atol=5e-4, rtol=1e-3, msg=key)
+    held = [
+        json.loads((tmp_path / f"p{n}" / "metrics.json").read_text())["held_out"] for n in (1, 2)
+    ]
+    assert held[1]["mean_margin"] == pytest.approx(held[0]["mean_margin"], rel=1e-3, abs=1e-5)
 
 
 # --------------------------------------------------------------------------- in one process

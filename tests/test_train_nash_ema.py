@@ -1,23 +1,27 @@
-"""Nash-EMA on a tiny model: the moving average is the closed form, sampling the opponent
-leaves the policy untouched, a SIGKILLed run resumes bit-identically (EMA included), and it
-learns what the judge prefers (lowercase letters)."""
+"""Nash-EMA (``nlhf train nash-ema``) on a tiny model: swapping weights in and out restores
+them, the config checks; one step moves the weights and logs every documented metric, the
+moving average is the closed form, sampling the opponent leaves the policy untouched, the
+average round-trips through a checkpoint; (slow) a SIGKILLed run resumes bit-identically (EMA
+included), and it learns what the judge prefers (lowercase letters)."""
 
 import copy
 
 import pytest
 import torch
 
+import tiny_train
 from nlhf.models import Policy, PolicyConfig, sample
 from nlhf.models.judges import FunctionJudge
+from nlhf.models.sampling import row_generators
 from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
 from nlhf.train import nash_ema
-from nlhf.train.online import Trainer, row_generators
+from nlhf.train.online import Trainer
 from online_harness import (
     assert_identical,
+    assert_one_documented_step,
     kill_and_resume,
     metrics,
     policy_weights,
-    tiny_setup,
     trained_win_rate,
 )
 
@@ -51,6 +55,47 @@ def make(tmp_path, lora_r=0, **overrides):
     config = nash_ema.Config(**settings)
     trainer = Trainer(config, policy=policy, judge=judge, prompts=PROMPTS)
     return trainer, nash_ema.NashEMA(trainer, config)
+
+
+# --------------------------------------------------------------------------- pure pieces
+
+
+def test_swapped_weights_restores_on_error_and_checks_names(tmp_path):
+    trainer, _ = make(tmp_path)
+    model = trainer.policy.model
+    name, param = next(iter(model.named_parameters()))
+    pointer, original = param.data_ptr(), param.detach().clone()
+    with (
+        pytest.raises(RuntimeError),
+        nash_ema.swapped_weights(model, {name: torch.zeros_like(param)}),
+    ):
+        assert float(param.detach().abs().sum()) == 0.0
+        raise RuntimeError("boom")
+    assert param.data_ptr() == pointer and torch.equal(param.detach(), original)
+    with pytest.raises(KeyError, match="no parameters named"):
+        with nash_ema.swapped_weights(model, {"nope": torch.zeros(1)}):
+            pass
+    with pytest.raises(ValueError, match="shape"):
+        with nash_ema.swapped_weights(model, {name: torch.zeros(3)}):
+            pass
+    assert param.data_ptr() == pointer and torch.equal(param.detach(), original)
+
+
+@pytest.mark.parametrize("field, value", [("ema_decay", 1.5), ("ema_decay", -0.1), ("tau", -1)])
+def test_config_rejects_bad_values(field, value):
+    with pytest.raises(ValueError, match=field):
+        nash_ema.Config(**{field: value})
+
+
+# --------------------------------------------------------------------------- one step
+
+
+def test_one_step_moves_every_weight_and_logs_every_documented_metric(tmp_path):
+    trainer, config = tiny_train.make("nash-ema", str(tmp_path), ["steps=1"])
+    algorithm = nash_ema.NashEMA(trainer, config)
+    before = [p.detach().clone() for p in trainer.params]
+    trainer.run(algorithm, "nash-ema")
+    assert_one_documented_step(before, trainer, "nash-ema", "nash_ema")
 
 
 def test_ema_after_k_steps_is_the_closed_form(tmp_path):
@@ -103,27 +148,6 @@ def test_sampling_the_opponent_uses_the_ema_and_leaves_the_policy_untouched(tmp_
     assert not torch.equal(own.policy_logprobs, opponent.policy_logprobs)
 
 
-def test_swapped_weights_restores_on_error_and_checks_names(tmp_path):
-    trainer, _ = make(tmp_path)
-    model = trainer.policy.model
-    name, param = next(iter(model.named_parameters()))
-    pointer, original = param.data_ptr(), param.detach().clone()
-    with (
-        pytest.raises(RuntimeError),
-        nash_ema.swapped_weights(model, {name: torch.zeros_like(param)}),
-    ):
-        assert float(param.detach().abs().sum()) == 0.0
-        raise RuntimeError("boom")
-    assert param.data_ptr() == pointer and torch.equal(param.detach(), original)
-    with pytest.raises(KeyError, match="no parameters named"):
-        with nash_ema.swapped_weights(model, {"nope": torch.zeros(1)}):
-            pass
-    with pytest.raises(ValueError, match="shape"):
-        with nash_ema.swapped_weights(model, {name: torch.zeros(3)}):
-            pass
-    assert param.data_ptr() == pointer and torch.equal(param.detach(), original)
-
-
 def test_state_round_trip_and_mismatch(tmp_path):
     trainer, algorithm = make(tmp_path)
     algorithm.update(trainer.batches(0), 0)
@@ -137,50 +161,29 @@ def test_state_round_trip_and_mismatch(tmp_path):
         lora.load_state_dict(state)
 
 
-@pytest.mark.parametrize("field, value", [("ema_decay", 1.5), ("ema_decay", -0.1), ("tau", -1)])
-def test_config_rejects_bad_values(field, value):
-    with pytest.raises(ValueError, match=field):
-        nash_ema.Config(**{field: value})
-
-
 # --------------------------------------------------------------------------- end to end
-
-SETUP = tiny_setup(
-    "nash_ema",
-    "lr=3e-3, tau=0.05, ema_decay=0.8",
-    """
-    algorithm = nash_ema.NashEMA(trainer, config)
-    last = trainer.run(algorithm, "nash-ema")
-    torch.save(algorithm.ema, f"{out}/ema.pt")
-    return trainer, last
-    """,
-)
 
 
 @pytest.mark.slow
 def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
-    full, resumed = kill_and_resume(SETUP, tmp_path, "lora_r=4")
-    a, b = policy_weights(full), policy_weights(resumed)
-    assert_identical(a, b)
-    ema_a = torch.load(tmp_path / "full" / "ema.pt")
-    ema_b = torch.load(tmp_path / "resumed" / "ema.pt")
-    assert ema_a.keys() == ema_b.keys() and ema_a
-    for key in ema_a:
-        torch.testing.assert_close(ema_a[key], ema_b[key], rtol=0, atol=0)
+    full, resumed = kill_and_resume("nash-ema", tmp_path, "lora_r=4")
+    assert_identical(policy_weights(full), policy_weights(resumed))
+    ema_a, ema_b = torch.load(full / "ema.pt"), torch.load(resumed / "ema.pt")
+    assert_identical(ema_a, ema_b)
 
     def curve(folder):
         rows = metrics(folder)
         return [(r["step"], r["loss"], r["win_rate"], r["kl"], r["ema_distance"]) for r in rows]
 
-    assert curve(tmp_path / "full") == curve(tmp_path / "resumed")
-    assert [s for s, *_ in curve(tmp_path / "full")] == [1, 2, 3, 4, 5, 6]
+    assert curve(full) == curve(resumed)
+    assert [s for s, *_ in curve(full)] == [1, 2, 3, 4, 5, 6]
 
 
 @pytest.mark.slow
 def test_nash_ema_learns_what_the_judge_prefers(tmp_path):
     win = trained_win_rate(
-        SETUP,
-        f"train({str(tmp_path)!r}, steps="
-        f"30, batch_size=8, lr=1e-2, ema_decay=0.9, checkpoint_every=1000)",
+        "nash-ema",
+        tmp_path,
+        *("steps=30", "batch_size=8", "lr=1e-2", "ema_decay=0.9", "checkpoint_every=1000"),
     )
     assert win > 0.8

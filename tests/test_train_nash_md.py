@@ -1,41 +1,135 @@
-"""Nash-MD-PG on a tiny model: it learns what the judge prefers (lowercase letters), and a
-SIGKILLed run resumes to exactly the weights and metrics of an uninterrupted one."""
+"""Nash-MD-PG (``nlhf train nash-md``) on a tiny model: its config checks; one step moves the
+weights and logs every documented metric, a bf16 base trains fp32 adapters, a NaN judgement
+stops the run naming the step or skips the update; (slow) a SIGKILLed run resumes to exactly
+the weights and metrics of an uninterrupted one, and it learns what the judge prefers
+(lowercase letters)."""
 
 import pytest
+import torch
 
+import tiny_train
+from nlhf.train import nash_md
 from online_harness import (
     assert_identical,
+    assert_one_documented_step,
     kill_and_resume,
     metrics,
     policy_weights,
-    tiny_setup,
     trained_win_rate,
 )
 
-SETUP = tiny_setup(
-    "nash_md",
-    "lr=3e-3, tau=0.05, beta=0.125",
-    "return trainer, trainer.run(nash_md.NashMDPG(trainer, config), 'nash-md')",
+# --------------------------------------------------------------------------- pure pieces
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [("tau", -0.1, "tau must be ≥ 0"), ("beta", 1.5, "beta must be in"), ("beta", -0.1, "beta")],
 )
+def test_config_rejects_bad_values(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        nash_md.Config(**{field: value})
+
+
+# --------------------------------------------------------------------------- one step
+
+
+def test_one_step_moves_every_weight_and_logs_every_documented_metric(tmp_path):
+    trainer, config = tiny_train.make("nash-md", str(tmp_path), ["steps=1"])
+    algorithm = nash_md.NashMDPG(trainer, config)
+    before = [p.detach().clone() for p in trainer.params]
+    trainer.run(algorithm, "nash-md")
+    assert_one_documented_step(before, trainer, "nash-md", "nash_md")
+
+
+def test_bfloat16_base_trains_float32_adapters(tmp_path):
+    """dtype=bfloat16: the frozen base is bf16, the adapter and its optimizer fp32, and a
+    step moves the adapter with finite losses."""
+    from nlhf.models.tiny import tiny_byte_lm
+    from nlhf.train.online import Trainer
+    from nlhf.train.policy_fields import load_policy
+
+    model, tok = tiny_byte_lm("llama")
+    model.save_pretrained(tmp_path / "base")
+    tok.save_pretrained(tmp_path / "base")
+    config = nash_md.Config(
+        policy=str(tmp_path / "base"),
+        dtype="bfloat16",
+        lora_r=4,
+        out=str(tmp_path / "run"),
+        steps=2,
+        batch_size=2,
+        max_new_tokens=3,
+        lr=1e-2,
+        progress=False,
+        tensorboard=False,
+    )
+    policy = load_policy(config)
+    dtypes = {("lora_" in n, p.dtype) for n, p in policy.model.named_parameters()}
+    assert dtypes == {(False, torch.bfloat16), (True, torch.float32)}
+
+    def first_is_better(prompts, a, b):
+        return torch.tensor([0.9] * len(prompts))
+
+    trainer = Trainer(config, policy=policy, judge=first_is_better, prompts=["a", "b"])
+    before = {n: p.detach().clone() for n, p in policy.model.named_parameters() if "lora_B" in n}
+    trainer.run(nash_md.NashMDPG(trainer, config), "nash-md")
+    after = dict(policy.model.named_parameters())
+    assert all(not torch.equal(before[n], after[n].detach()) for n in before)
+    assert all(after[n].dtype == torch.float32 for n in before)
+
+
+def three_steps(tmp_path, judge, *overrides):
+    """Nash-MD-PG for 3 steps of 2 prompts, judged by ``judge``."""
+    overrides = ["steps=3", "batch_size=2", "max_new_tokens=3", *overrides]
+    trainer, config = tiny_train.make("nash-md", str(tmp_path), overrides, judge=judge)
+    return trainer, nash_md.NashMDPG(trainer, config)
+
+
+def test_nan_from_the_judge_stops_the_run_naming_step_and_quantity(tmp_path):
+    def nan_judge(prompts, a, b):
+        return torch.full((len(prompts),), float("nan"))
+
+    trainer, algo = three_steps(tmp_path, nan_judge)
+    # the step as metrics.jsonl numbers it: the first step is step 1
+    with pytest.raises(FloatingPointError, match=r"step 1: loss is not finite"):
+        trainer.run(algo, "nash-md")
+
+
+def test_nan_can_skip_the_update(tmp_path):
+    calls = {"n": 0}
+
+    def sometimes_nan(prompts, a, b):
+        calls["n"] += 1
+        value = float("nan") if calls["n"] == 2 else 0.7
+        return torch.full((len(prompts),), value)
+
+    trainer, algo = three_steps(tmp_path, sometimes_nan, "on_nonfinite=skip")
+    before = [p.detach().clone() for p in trainer.params]
+    trainer.run(algo, "nash-md")
+    rows = metrics(tmp_path)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert [r.get("skipped", 0.0) for r in rows] == [0.0, 1.0, 0.0]
+    assert any(not torch.equal(a, b.detach()) for a, b in zip(before, trainer.params, strict=True))
+
+
+# --------------------------------------------------------------------------- end to end
 
 
 @pytest.mark.slow
 def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
-    full, resumed = kill_and_resume(SETUP, tmp_path, "lora_r=4")
-    a, b = policy_weights(full), policy_weights(resumed)
-    assert_identical(a, b)
+    full, resumed = kill_and_resume("nash-md", tmp_path, "lora_r=4")
+    assert_identical(policy_weights(full), policy_weights(resumed))
 
     def curve(folder):
-        rows = metrics(folder)
-        return [(r["step"], r["loss"], r["win_rate"], r["kl"]) for r in rows]
+        return [(r["step"], r["loss"], r["win_rate"], r["kl"]) for r in metrics(folder)]
 
-    assert curve(tmp_path / "full") == curve(tmp_path / "resumed")
-    assert [s for s, *_ in curve(tmp_path / "full")] == [1, 2, 3, 4, 5, 6]
+    assert curve(full) == curve(resumed)
+    assert [s for s, *_ in curve(full)] == [1, 2, 3, 4, 5, 6]
 
 
 @pytest.mark.slow
 def test_nash_md_learns_what_the_judge_prefers(tmp_path):
     win = trained_win_rate(
-        SETUP, f"train({str(tmp_path)!r}, steps=60, batch_size=8, lr=1e-2, checkpoint_every=1000)"
+        "nash-md", tmp_path, "steps=60", "batch_size=8", "lr=1e-2", "checkpoint_every=1000"
     )
     assert win > 0.8

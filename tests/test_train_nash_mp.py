@@ -1,25 +1,29 @@
-"""Nash-MP on a tiny model: both proximal steps start from the previous iterate, the update
-plays against the look-ahead policy, a failed iteration leaves no trace, a SIGKILLed run
-resumes bit-identically, and it learns what the judge prefers (lowercase letters)."""
+"""Nash-MP (``nlhf train nash-mp``) on a tiny model: the folded proximal target, the config
+checks; one step moves the weights and logs every documented metric, both proximal steps start
+from the previous iterate, the update plays against the look-ahead policy, a failed iteration
+leaves no trace; (slow) a SIGKILLed run resumes bit-identically, and it learns what the judge
+prefers (lowercase letters)."""
 
 import copy
 
 import pytest
 import torch
 
+import tiny_train
 from nlhf.losses import nash_md_pg_loss
 from nlhf.models import Policy, PolicyConfig
 from nlhf.models.judges import FunctionJudge
 from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
 from nlhf.train import nash_mp
-from nlhf.train.nash_ema import trainable_weights
-from nlhf.train.online import NonFiniteError, Trainer
+from nlhf.train.core import NonFiniteError
+from nlhf.train.online import Trainer
+from nlhf.train.weights import trainable_weights
 from online_harness import (
     assert_identical,
+    assert_one_documented_step,
     kill_and_resume,
     metrics,
     policy_weights,
-    tiny_setup,
     trained_win_rate,
 )
 
@@ -60,6 +64,9 @@ def make(tmp_path, lora_r=0, judge=None, **overrides):
     return trainer, nash_mp.NashMP(trainer, config)
 
 
+# --------------------------------------------------------------------------- pure pieces
+
+
 def test_prox_target_folds_both_kl_terms_into_one():
     g = torch.Generator().manual_seed(0)
     lp = torch.randn(3, 5, generator=g, requires_grad=True)
@@ -77,6 +84,23 @@ def test_prox_target_folds_both_kl_terms_into_one():
     (g2,) = torch.autograd.grad(separate, lp)
     assert total == pytest.approx(2.05)
     torch.testing.assert_close(g1, g2)
+
+
+@pytest.mark.parametrize("field, value", [("eta", 0.0), ("prox_steps", 0), ("tau", -0.1)])
+def test_config_rejects_bad_values(field, value):
+    with pytest.raises(ValueError, match=field):
+        nash_mp.Config(**{field: value})
+
+
+# --------------------------------------------------------------------------- one step
+
+
+def test_one_step_moves_every_weight_and_logs_every_documented_metric(tmp_path):
+    trainer, config = tiny_train.make("nash-mp", str(tmp_path), ["steps=1"])
+    algorithm = nash_mp.NashMP(trainer, config)
+    before = [p.detach().clone() for p in trainer.params]
+    trainer.run(algorithm, "nash-mp")
+    assert_one_documented_step(before, trainer, "nash-mp", "nash_mp")
 
 
 def test_both_proximal_steps_start_from_the_previous_iterate(tmp_path, monkeypatch):
@@ -156,7 +180,7 @@ def test_a_failed_iteration_is_rolled_back(tmp_path):
     before = trainable_weights(trainer.policy.model)
     opt_before = copy.deepcopy(trainer.optimizer.state_dict())
     state.update(fail=True, n=0)  # the update phase (3rd optimizer step) judges NaN
-    with pytest.raises(NonFiniteError, match="step 1"):
+    with pytest.raises(NonFiniteError, match="loss is not finite"):
         algorithm.update(trainer.batches(1), 1)
     after = trainable_weights(trainer.policy.model)
     for name in before:
@@ -169,41 +193,27 @@ def test_a_failed_iteration_is_rolled_back(tmp_path):
             )
 
 
-@pytest.mark.parametrize("field, value", [("eta", 0.0), ("prox_steps", 0), ("tau", -0.1)])
-def test_config_rejects_bad_values(field, value):
-    with pytest.raises(ValueError, match=field):
-        nash_mp.Config(**{field: value})
-
-
 # --------------------------------------------------------------------------- end to end
-
-SETUP = tiny_setup(
-    "nash_mp",
-    "lr=3e-3, tau=0.05, eta=0.5, prox_steps=2",
-    "return trainer, trainer.run(nash_mp.NashMP(trainer, config), 'nash-mp')",
-)
 
 
 @pytest.mark.slow
 def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
-    full, resumed = kill_and_resume(SETUP, tmp_path, "lora_r=4, grad_accum=2")
-    a, b = policy_weights(full), policy_weights(resumed)
-    assert_identical(a, b)
+    full, resumed = kill_and_resume("nash-mp", tmp_path, "lora_r=4", "grad_accum=2")
+    assert_identical(policy_weights(full), policy_weights(resumed))
 
     def curve(folder):
-        rows = metrics(folder)
         keys = ("loss", "win_rate", "lookahead_win_rate", "kl", "prox_kl", "step_distance")
-        return [(r["step"], *(r[k] for k in keys)) for r in rows]
+        return [(r["step"], *(r[k] for k in keys)) for r in metrics(folder)]
 
-    assert curve(tmp_path / "full") == curve(tmp_path / "resumed")
-    assert [s for s, *_ in curve(tmp_path / "full")] == [1, 2, 3, 4, 5, 6]
+    assert curve(full) == curve(resumed)
+    assert [s for s, *_ in curve(full)] == [1, 2, 3, 4, 5, 6]
 
 
 @pytest.mark.slow
 def test_nash_mp_learns_what_the_judge_prefers(tmp_path):
     win = trained_win_rate(
-        SETUP,
-        f"train({str(tmp_path)!r}, steps="
-        f"30, batch_size=8, lr=1e-2, prox_steps=1, checkpoint_every=1000)",
+        "nash-mp",
+        tmp_path,
+        *("steps=30", "batch_size=8", "lr=1e-2", "prox_steps=1", "checkpoint_every=1000"),
     )
     assert win > 0.8

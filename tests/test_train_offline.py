@@ -12,8 +12,10 @@ from nlhf.models import Policy, PolicyConfig
 from nlhf.models.tiny import byte_tokenizer, tiny_causal_lm
 from nlhf.train import offline
 from nlhf.train.checkpoint import Checkpointer
+from nlhf.train.distributed import Processes
 from nlhf.train.dpo import Config as DPOConfig
 from nlhf.train.ipo import Config as IPOConfig
+from nlhf.train.pairs import EpochBatches, train_and_evaluate
 from nlhf.train.sft import Config as SFTConfig
 
 
@@ -62,8 +64,7 @@ def train_pairs(tmp_path, kind="dpo", policy=None, **overrides):
     cfg = (DPOConfig if kind == "dpo" else IPOConfig)(**settings(tmp_path, data, **overrides))
     policy = policy or tiny_policy()
     train, held = offline.load_pair_split(cfg, policy.tokenizer)
-    objective = offline.PairObjective(policy, cfg, kind)
-    return policy, offline.train_offline(cfg, objective, train, held, kind)
+    return policy, offline.train_offline(cfg, policy, train, held, kind)
 
 
 def test_encode_pads_prompts_left_and_responses_right_with_eos():
@@ -109,11 +110,12 @@ def test_sft_lowers_nll_on_demonstrations(tmp_path):
     train, held = offline.load_sft_split(cfg, policy.tokenizer)
     assert len(train) == 30 and len(held) == 10
     assert all(e.rejected is None and set(e.chosen) <= {"a", "b"} for e in train)
-    objective = offline.SFTObjective(policy, cfg)
-    train_before = objective.evaluate(train, 16)["nll"]
-    result = offline.train_offline(cfg, objective, train, held, "sft")
+    trainer, objective = offline.build(cfg, policy, train, held, "sft")
+    on_train = offline.build(cfg, policy, train, train, "sft")[1]  # its held-out: the train set
+    train_before = on_train.evaluate()["nll"]
+    result = train_and_evaluate(trainer, objective, "sft")
     assert result["held_out"]["nll"] < result["held_out_start"]["nll"] - 1.0
-    assert objective.evaluate(train, 16)["nll"] < train_before - 1.0
+    assert on_train.evaluate()["nll"] < train_before - 1.0
 
 
 def test_sft_from_pairs_uses_the_chosen_responses(tmp_path):
@@ -176,19 +178,17 @@ def test_fsdp_in_one_process_is_refused_before_training(tmp_path):
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
-class NaNOnSecondStep:
-    """Wraps an objective; its loss is NaN on the second call."""
+def nan_on_second_step(objective):
+    """Make the objective's loss NaN on its second call."""
+    calls, loss = [0], objective.loss
 
-    def __init__(self, inner):
-        self.inner, self.policy, self.calls = inner, inner.policy, 0
+    def nan_loss(share, step):
+        calls[0] += 1
+        value, metrics = loss(share, step)
+        return (value * float("nan") if calls[0] == 2 else value), metrics
 
-    def loss(self, batch):
-        self.calls += 1
-        loss, metrics = self.inner.loss(batch)
-        return (loss * float("nan") if self.calls == 2 else loss), metrics
-
-    def evaluate(self, examples, batch_size):
-        return self.inner.evaluate(examples, batch_size)
+    objective.loss = nan_loss
+    return objective
 
 
 @pytest.mark.parametrize("mode", ["stop", "skip"])
@@ -197,12 +197,13 @@ def test_nonfinite_loss_stops_naming_the_step_or_is_skipped(tmp_path, mode):
     cfg = DPOConfig(**settings(tmp_path, data, epochs=1, on_nonfinite=mode))
     policy = tiny_policy()
     train, held = offline.load_pair_split(cfg, policy.tokenizer)
-    objective = NaNOnSecondStep(offline.PairObjective(policy, cfg, "dpo"))
+    trainer, objective = offline.build(cfg, policy, train, held, "dpo")
+    nan_on_second_step(objective)
     if mode == "stop":
         with pytest.raises(FloatingPointError, match="step 2: loss is not finite"):
-            offline.train_offline(cfg, objective, train, held, "dpo")
+            train_and_evaluate(trainer, objective, "dpo")
         return
-    offline.train_offline(cfg, objective, train, held, "dpo")
+    train_and_evaluate(trainer, objective, "dpo")
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r.get("skipped", 0.0) for r in rows] == [0.0, 1.0, 0.0]
 
@@ -214,8 +215,10 @@ def test_config_checks():
         SFTConfig(held_out=1.0)
     with pytest.raises(ValueError, match="max_steps"):
         IPOConfig(max_steps=0)
-    assert offline.total_steps(DPOConfig(batch_size=8, epochs=3), 20) == 9
-    assert offline.total_steps(DPOConfig(batch_size=8, epochs=3, max_steps=4), 20) == 4
+    procs = Processes()
+    assert EpochBatches([0] * 20, DPOConfig(batch_size=8, epochs=3), 0, procs).steps == 9
+    config = DPOConfig(batch_size=8, epochs=3, max_steps=4)
+    assert EpochBatches([0] * 20, config, 0, procs).steps == 4
 
 
 @pytest.mark.parametrize("command", ["dpo", "ipo", "sft"])

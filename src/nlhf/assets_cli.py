@@ -26,7 +26,7 @@ class Config:
     versions, cached paths, sizes, and the pip command for anything missing."""
 
     convert: bool = option(
-        False, "convert the SmolLM2 GGUF to the safetensors cache now (once; 15–30 s)"
+        False, "convert the SmolLM2 GGUF to the safetensors cache now (once; tens of seconds)"
     )
     sample: bool = option(
         False, "load the policy (converting it if needed) and print its reply to a chat prompt"

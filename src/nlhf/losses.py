@@ -34,6 +34,12 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
     return (x * mask).sum(dim) / mask.sum(dim).clamp(min=1.0)
 
 
+def token_share(mask: torch.Tensor, global_tokens: float) -> float:
+    """The weight of a chunk's token mean in the token mean of the whole (global) batch: its
+    masked-in tokens over ``global_tokens``, so Σ share·mean = masked sum / global count."""
+    return float(mask.sum()) / global_tokens
+
+
 def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
     """Normalize to unit variance (and zero mean) over the masked-in entries."""
     mean = masked_mean(x, mask)
@@ -100,6 +106,18 @@ def nash_md_pg_loss(
     return -masked_sum(weights * logprobs, mask, dim=-1).mean()
 
 
+def prox_target(
+    ref_logprobs: torch.Tensor, anchor_logprobs: torch.Tensor, tau: float, lam: float
+) -> tuple[torch.Tensor, float]:
+    """Fold τ·KL(π‖μ) + λ·KL(π‖π_k) into one KL term for :func:`nash_md_pg_loss`.
+
+    Returns (target log-probs, coefficient): per token, τ·(log π − log μ) + λ·(log π − log π_k)
+    = (τ+λ)·(log π − target) with target = (τ·log μ + λ·log π_k)/(τ+λ).
+    """
+    total = tau + lam
+    return (tau * ref_logprobs + lam * anchor_logprobs) / total, total
+
+
 # --------------------------------------------------------------------------- judges
 
 
@@ -158,6 +176,59 @@ def ipo_loss(
     """IPO: (h − 1/(2β))², which regresses the log-ratio margin to a finite target."""
     h = _implicit_margin(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps)
     return ((h - 1.0 / (2.0 * beta)) ** 2).mean()
+
+
+def order_pairs(
+    seq_logps: torch.Tensor, preference: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Split (2B,) values of [a rows; b rows] into (chosen, rejected) by P(a ≻ b).
+
+    Returns (chosen, rejected, p_chosen = max(P, 1 − P), decided = P ≠ ½); a tie keeps a first.
+    """
+    n = preference.shape[0]
+    a_wins = preference >= 0.5
+    a, b = seq_logps[:n], seq_logps[n:]
+    chosen = torch.where(a_wins, a, b)
+    rejected = torch.where(a_wins, b, a)
+    p_chosen = torch.where(a_wins, preference, 1.0 - preference)
+    return chosen, rejected, p_chosen, preference != 0.5
+
+
+def online_pair_loss(
+    logps: torch.Tensor,
+    ref_logps: torch.Tensor,
+    preference: torch.Tensor,
+    beta: float,
+    loss_type: str = "dpo",
+    label: str = "hard",
+) -> torch.Tensor:
+    """The online DPO/IPO loss of B judged pairs.
+
+    ``label=hard``: the pair ordered by P (a tie, P = ½, is left out; all tied: loss 0 with
+    the graph kept); ``label=soft``: p = P(y_w ≻ y_l) is the target (DPO: cross-entropy
+    against σ(βh); IPO: (h − (p − ½)/β)²).
+
+    ``logps`` (2B,) sequence log π of [a; b] (carries the gradient), ``ref_logps`` (2B,) their
+    log μ, ``preference`` (B,) P(a ≻ b).
+    """
+    if loss_type not in ("dpo", "ipo"):
+        raise ValueError(f"loss_type must be dpo or ipo, got {loss_type!r}")
+    if label not in ("hard", "soft"):
+        raise ValueError(f"label must be hard or soft, got {label!r}")
+    preference = preference.to(logps.dtype)
+    chosen, rejected, p, decided = order_pairs(logps, preference)
+    ref_chosen, ref_rejected, _, _ = order_pairs(ref_logps.to(logps.dtype), preference)
+    if label == "soft":
+        h = (chosen - ref_chosen) - (rejected - ref_rejected)
+        if loss_type == "dpo":
+            return preference_loss(beta * h, p)
+        return ((h - (p - 0.5) / beta) ** 2).mean()
+    if not decided.any():
+        return logps.sum() * 0.0  # every pair tied: no information, but keep the graph
+    loss_fn = dpo_loss if loss_type == "dpo" else ipo_loss
+    return loss_fn(
+        chosen[decided], rejected[decided], ref_chosen[decided], ref_rejected[decided], beta
+    )
 
 
 def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

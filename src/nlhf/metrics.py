@@ -24,16 +24,6 @@ def wilson_interval(successes: float, trials: int, z: float = Z95) -> tuple[floa
     return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
-def mean_interval(values: np.ndarray, z: float = Z95) -> tuple[float, float, float]:
-    """(mean, low, high): a normal-approximation interval for the mean of i.i.d. values."""
-    values = np.asarray(values, dtype=np.float64)
-    mean = float(values.mean())
-    if len(values) < 2:
-        return mean, mean, mean
-    se = float(values.std(ddof=1) / np.sqrt(len(values)))
-    return mean, mean - z * se, mean + z * se
-
-
 def expected_calibration_error(
     probabilities: np.ndarray, outcomes: np.ndarray, bins: int = 10
 ) -> float:

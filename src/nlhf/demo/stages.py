@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nlhf.data.prompts import PromptFields
 from nlhf.demo.config import Config
 from nlhf.demo.plan import (
     Layout,
@@ -24,8 +25,6 @@ from nlhf.demo.plan import (
     tournament_judges,
 )
 from nlhf.files import atomic_write_json
-
-PROMPT_WORDS = 8  # IMDB prompts: the first 8 words of a review, as in the sentiment pipelines
 
 
 class StageLog:
@@ -54,7 +53,9 @@ def prepare_prompts(config: Config, layout: Layout) -> dict[str, Any]:
     from nlhf.data.movie_reviews import review_prompts
 
     pool = review_prompts(
-        config.train_prompts + config.eval_prompts, words=PROMPT_WORDS, seed=config.seed
+        config.train_prompts + config.eval_prompts,
+        words=PromptFields().prompt_words,  # the trainers' default opening length
+        seed=config.seed,
     )
     pool[: config.eval_prompts].to_jsonl(layout.eval_prompts)
     pool[config.eval_prompts :].to_jsonl(layout.train_prompts)

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nlhf.config import option
+from nlhf.data.prompts import PromptFields
 from nlhf.eval.rollouts import Sampling
 
 
 @dataclass
-class Config(Sampling):
+class Config(Sampling, PromptFields):
     """Tournament among policies: every pair compared by every judge on the same prompts,
     P(row ≻ column) with 95% intervals over prompts, KL to the reference, scores, lengths."""
 
@@ -35,14 +36,7 @@ class Config(Sampling):
     judges: list[str] = option(
         ["vader"], "judges: vader, or folders from nlhf train reward-model|preference-model"
     )
-    prompts: str = option(
-        "imdb", "prompts: imdb (openings of movie reviews), hh (HH-RLHF dialogues) or a file"
-    )
     num_prompts: int = option(64, "prompts used: the first this many of the prompt set")
-    prompt_words: int = option(8, "imdb prompts: the first this many words of a review")
-    chat_template: bool = option(
-        False, "render prompts with the reference's chat template (else plain continuation)"
-    )
     pairing: Literal["all", "aligned"] = option(
         "all",
         "comparisons per prompt and pair: all sample pairs (S²) or sample j vs sample j (S); "
@@ -78,15 +72,17 @@ def sampling_of(config: Config) -> Sampling:
 
 
 def prompt_texts(config: Config) -> list[str]:
-    """The first ``num_prompts`` prompts of the set, rendered as the trainers render them."""
-    from nlhf.eval.entrants import load_tokenizer, parse_entrants
-    from nlhf.train.online import load_prompt_texts
+    """The first ``num_prompts`` prompts of the set, rendered as the trainers render them
+    (a chat template is the reference's, else the first policy's)."""
+    from nlhf.data.prompts import load_prompt_texts
+    from nlhf.eval.entrants import parse_entrants
+    from nlhf.models.lm import load_tokenizer
 
     tokenizer = None
     if config.chat_template:
         entrants, ref_path = parse_entrants(list(config.policies), config.reference)
         tokenizer = load_tokenizer(ref_path or entrants[0].path)
-    texts = load_prompt_texts(config, tokenizer)
+    texts = load_prompt_texts(config, config.seed, tokenizer)
     if len(texts) < config.num_prompts:
         raise ValueError(
             f"prompts {config.prompts!r} has {len(texts)} prompts; num_prompts asks "

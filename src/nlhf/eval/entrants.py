@@ -1,4 +1,4 @@
-"""The policies of a tournament: parse their specs, find their base models, load them.
+"""The policies of a tournament: parse their specs and find their base models.
 
     from nlhf.eval.entrants import parse_entrants
     entrants, reference = parse_entrants(["reference", "rlhf=runs/ppo/policy", "runs/nash/policy"])
@@ -15,6 +15,7 @@ A spec is one of
 
 Any spec may carry a display name: ``name=spec`` (the name may not contain ``/``).  Without
 one the name is the spec's last two path components (``nash-md/policy``) or the spec itself.
+Loading them is :mod:`nlhf.eval.rollouts`' job (with :func:`nlhf.models.lm.load_causal_lm`).
 """
 
 from __future__ import annotations
@@ -130,47 +131,6 @@ def parse_entrants(specs: list[str], reference: str = "") -> tuple[list[Entrant]
         seen.add(name)
         entrants.append(Entrant(name, spec, kind, path, base))
     return entrants, ref_path
-
-
-# --------------------------------------------------------------------------- loading
-
-
-def load_model(path: str, dtype: str = "float32") -> Any:
-    """A causal LM in eval mode with dropout off."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from nlhf.models.memory import into_memory
-    from nlhf.models.policy import disable_dropout
-
-    try:
-        model = into_memory(AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)))
-    except OSError as exc:
-        raise OSError(f"{path}: cannot load a causal LM: {exc}") from None
-    disable_dropout(model)
-    return model.eval()
-
-
-def load_tokenizer(*candidates: str) -> Any:
-    """The tokenizer of the first folder that has one (left padding, pad = EOS if unset)."""
-    from transformers import AutoTokenizer
-
-    errors = []
-    for path in candidates:
-        if os.path.isdir(path) and not any(
-            (Path(path) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")
-        ):
-            continue
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
-        except (OSError, ValueError) as exc:
-            errors.append(f"{path}: {exc}")
-            continue
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        tokenizer.padding_side = "left"
-        return tokenizer
-    raise OSError(f"no tokenizer found in {', '.join(candidates)}; {'; '.join(errors)}")
 
 
 def same_vocabulary(a: Any, b: Any) -> bool:

@@ -4,7 +4,7 @@
     completions = sample_entrants(entrants, reference_path, prompt_texts, Sampling())
 
 Completion ``j`` of prompt ``i`` from a policy is drawn with its own generator, seeded by
-(seed, j, i) and salted by the policy's spec (:func:`nlhf.train.online.row_generators`), so it
+(seed, j, i) and salted by the policy's spec (:func:`nlhf.models.sampling.row_generators`), so it
 depends neither on the batch it was drawn in nor on the other policies; different policies
 get independent draws (a pair's comparisons are then unbiased estimates of P(π ≻ π′)).
 
@@ -29,13 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from nlhf.config import option
-from nlhf.eval.entrants import (
-    Entrant,
-    load_model,
-    load_tokenizer,
-    same_model,
-    same_vocabulary,
-)
+from nlhf.eval.entrants import Entrant, same_model, same_vocabulary
 
 
 @dataclass
@@ -92,9 +86,8 @@ def sample_policy(
     ``reference`` (a causal LM or an adapter-disabled view) records log μ for the KL;
     without one, ``measure_kl`` True means the model *is* the reference (KL 0).
     """
-    from nlhf.models import sample
-    from nlhf.models.policy import eos_token_ids, pad_token_id
-    from nlhf.train.online import decode, row_generators, tokenize
+    from nlhf.models.sampling import row_generators, sample
+    from nlhf.models.text import decode_completions, eos_token_ids, pad_token_id, tokenize_prompts
 
     S = settings.samples_per_prompt
     n = len(prompts)
@@ -107,7 +100,7 @@ def sample_policy(
     pad = pad_token_id(_hf(model), tokenizer)
     for start in range(0, len(rows), settings.batch_size):
         chunk = rows[start : start + settings.batch_size]
-        ids, mask = tokenize(tokenizer, [prompts[i] for i, _ in chunk], device)
+        ids, mask = tokenize_prompts(tokenizer, [prompts[i] for i, _ in chunk], device)
         generators = [row_generators(settings.seed, j, [i], salt=salt)[0] for i, j in chunk]
         out = sample(
             model,
@@ -121,7 +114,7 @@ def sample_policy(
             eos_token_id=eos,
             pad_token_id=pad,
         )
-        decoded = decode(tokenizer, out.tokens, out.mask)
+        decoded = decode_completions(tokenizer, out.tokens, out.mask)
         row_kl = None
         if reference is not None and kl is not None:
             row_kl = (out.policy_logprobs - out.ref_logprobs).sum(-1).double().cpu().numpy()
@@ -176,7 +169,7 @@ def sample_entrants(
     """Sample every entrant (see the module doc for what is loaded when); entrant order."""
     from tqdm.auto import tqdm
 
-    from nlhf.models import AdapterDisabled
+    from nlhf.models.lm import AdapterDisabled, load_causal_lm, load_tokenizer
 
     bar = tqdm(
         total=len(entrants) * len(prompts) * settings.samples_per_prompt,
@@ -187,9 +180,8 @@ def sample_entrants(
     results: dict[str, Completions] = {}
     ref_model = ref_view = ref_tok = None
     if reference_path is not None:
-        ref_model = load_model(reference_path, settings.dtype)
+        ref_model, ref_tok = load_causal_lm(reference_path, settings.dtype)
         ref_view = ref_model
-        ref_tok = load_tokenizer(reference_path)
 
     def run(entrant: Entrant, model: Any, tokenizer: Any, reference: Any, kl: bool) -> None:
         bar.set_postfix_str(entrant.name)
@@ -225,7 +217,9 @@ def sample_entrants(
     others = [e for e in entrants if e.kind == "adapter" and e not in on_ref]
     for base in dict.fromkeys(e.base for e in others):
         group = [e for e in others if e.base == base]
-        peft = _attach(load_model(base, settings.dtype), group)
+        # the tokenizers are each adapter's own (below); this one only has to load
+        model, _ = load_causal_lm(base, settings.dtype, tokenizer=[*(e.path for e in group), base])
+        peft = _attach(model, group)
         for entrant in group:
             peft.set_adapter(entrant.name)
             tokenizer = load_tokenizer(entrant.path, base)
@@ -235,8 +229,7 @@ def sample_entrants(
 
     for entrant in entrants:
         if entrant.kind == "model":
-            model = load_model(entrant.path, settings.dtype)
-            tokenizer = load_tokenizer(entrant.path)
+            model, tokenizer = load_causal_lm(entrant.path, settings.dtype)
             reference = kl_reference(tokenizer)
             if same_model(entrant.path, reference_path):
                 reference = None  # the reference itself under another name: KL 0

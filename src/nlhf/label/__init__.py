@@ -13,9 +13,11 @@ labeler.  The admin page shows counts, Cohen's and Fleiss' kappa, per-labeler st
 
 Modules: ``tasks`` (task rows and files), ``generate`` (tasks sampled from policies),
 ``db`` (tables, SQLite WAL set-up), ``store`` (all transactions), ``agreement`` (kappas),
-``stats`` (admin numbers), ``export`` (labels → pairs), ``security`` (tokens, cookies, CSRF),
-``pages`` (templates), ``app`` (FastAPI routes), ``server`` (uvicorn), ``*_cli`` (commands),
-``screenshots`` (the README images).
+``stats`` (admin numbers), ``export`` (labels → pairs), ``security`` (tokens, cookies, CSRF,
+the request ``Guard``), ``pages`` (templates), ``routes_pages`` / ``routes_api`` (the routes),
+``deps`` (what routes ask for), ``errors`` (error answers), ``settings`` and ``app``
+(``create_app``), ``server`` (uvicorn), ``*_cli`` (commands).  The README screenshots come
+from ``scripts/label_screenshots.py``.
 """
 
 from nlhf.label.agreement import cohen_kappa, cohen_kappa_from_table, fleiss_kappa

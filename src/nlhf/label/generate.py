@@ -5,17 +5,15 @@
     tasks, dropped = tasks_from_policies(policy, ["Write a haiku about rain."],
                                          opponent=load_model("runs/ref/model"))
 
-With one policy, response A and response B are two independent samples from it; with an
-``opponent``, A comes from the policy and B from the opponent (the labeler sees them in a
-random order either way).  Each task records in ``info`` which model wrote which response and
-the sampling settings, so a policy-vs-opponent win rate can be read off the labels later.
-Pairs whose two responses are empty or identical after decoding cannot be compared and are
-dropped (``dropped`` counts them).
-
-Prompts are rendered with the tokenizer's chat template when it has one (as
-:func:`nlhf.data.chat.render_prompt` does) and decoding uses :func:`nlhf.models.sample`
-(KV-cached, seeded).  Models are loaded with transformers from local folders; nothing is
-downloaded unless a hub name is given on a machine that has access.
+Response A comes from the policy, response B from the ``opponent`` or, without one, from a
+second sample of the policy (the labeler sees them in a random order).  ``info`` records who
+wrote which and the sampling settings, so a win rate can be read off the labels later.  Prompts
+are rendered as :func:`nlhf.data.chat.render_prompt` does; response A of prompt i is drawn with
+``row_generators(seed, 0, [i])`` and B with ``row_generators(seed, 1, [i])``, so a task's text
+depends on neither ``batch_size`` nor the other prompts.  Responses are stripped of surrounding
+whitespace; pairs that are then empty or identical are dropped (``dropped`` counts them).
+Models load with :func:`nlhf.models.lm.load_causal_lm` (float32), from hub names only where
+the machine has access.
 """
 
 from __future__ import annotations
@@ -41,16 +39,10 @@ class LoadedModel:
 
 def load_model(path: str, name: str | None = None) -> LoadedModel:
     """Load a causal LM and its tokenizer from a folder for sampling (eval mode)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from nlhf.models.lm import load_causal_lm
 
-    from nlhf.models.memory import into_memory
-
-    try:
-        model = into_memory(AutoModelForCausalLM.from_pretrained(path))
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    except OSError as exc:
-        raise OSError(f"{path}: cannot load a causal LM and its tokenizer: {exc}") from None
-    return wrap_model(model, tokenizer, name or Path(path).name or path)
+    model, tokenizer = load_causal_lm(path)
+    return LoadedModel(model, tokenizer, name or Path(path).name or path)
 
 
 def wrap_model(model: Any, tokenizer: Any, name: str) -> LoadedModel:
@@ -65,36 +57,35 @@ def wrap_model(model: Any, tokenizer: Any, name: str) -> LoadedModel:
 def _complete(
     lm: LoadedModel,
     prompts: Sequence[PromptContent],
-    copies: int,
-    max_new_tokens: int,
-    temperature: float,
-    top_p: float | None,
+    rows: list[int],
+    copies: Sequence[int],
+    settings: dict[str, Any],
     seed: int,
 ) -> list[list[str]]:
-    """``copies`` independent completions per prompt: result[c][i] for prompt i."""
-    import torch
+    """For each copy c, one completion of every prompt: result[k][i] for ``copies[k]`` and
+    prompt i, whose generator is seeded by (seed, c, its row)."""
+    from nlhf.models.sampling import row_generators, sample
+    from nlhf.models.text import decode_completions, tokenize_prompts
 
-    from nlhf.models import sample
-
-    texts = [render_prompt(p, lm.tokenizer) for p in prompts] * copies
-    batch = lm.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    texts = [render_prompt(p, lm.tokenizer) for p in prompts] * len(copies)
+    device = next(lm.model.parameters()).device
+    ids, mask = tokenize_prompts(lm.tokenizer, texts, device)
+    generators = [g for c in copies for g in row_generators(seed, c, rows)]
     out = sample(
         lm.model,
-        batch["input_ids"],
-        batch["attention_mask"],
-        max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        generator=torch.Generator().manual_seed(seed),
+        ids,
+        mask,
+        settings["max_new_tokens"],
+        temperature=settings["temperature"],
+        top_p=settings["top_p"],
+        generator=generators,
         eos_token_id=lm.tokenizer.eos_token_id,
         pad_token_id=lm.tokenizer.pad_token_id,
     )
-    decoded = []
-    for row, mask in zip(out.tokens, out.mask, strict=True):
-        ids = row[mask.bool()].tolist()
-        decoded.append(lm.tokenizer.decode(ids, skip_special_tokens=True).strip())
+    # labelers see the text without surrounding whitespace; whitespace-only counts as empty
+    decoded = [text.strip() for text in decode_completions(lm.tokenizer, out.tokens, out.mask)]
     n = len(prompts)
-    return [decoded[c * n : (c + 1) * n] for c in range(copies)]
+    return [decoded[k * n : (k + 1) * n] for k in range(len(copies))]
 
 
 def tasks_from_policies(
@@ -119,13 +110,12 @@ def tasks_from_policies(
     dropped = 0
     for start in range(0, len(prompts), batch_size):
         chunk = list(prompts[start : start + batch_size])
-        step_seed = seed + start
-        args = (max_new_tokens, temperature, top_p)
+        rows = list(range(start, start + len(chunk)))
         if opponent is None:
-            first, second = _complete(policy, chunk, 2, *args, step_seed)
+            first, second = _complete(policy, chunk, rows, (0, 1), settings, seed)
         else:
-            (first,) = _complete(policy, chunk, 1, *args, step_seed)
-            (second,) = _complete(opponent, chunk, 1, *args, step_seed + 1)
+            (first,) = _complete(policy, chunk, rows, (0,), settings, seed)
+            (second,) = _complete(opponent, chunk, rows, (1,), settings, seed)
         for prompt, a, b in zip(chunk, first, second, strict=True):
             if not a or not b or a == b:
                 dropped += 1

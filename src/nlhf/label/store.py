@@ -36,8 +36,8 @@ from sqlalchemy.exc import IntegrityError
 
 from nlhf.label import db
 from nlhf.label.db import assignments, labelers, labels, meta, tasks
-from nlhf.label.security import hash_token, new_token
 from nlhf.label.tasks import TaskInput
+from nlhf.label.tokens import hash_token, new_token
 
 DISPLAY_CHOICES = ("left", "right", "tie", "skip")
 MAX_COMMENT = 5000

@@ -1,15 +1,16 @@
-"""How to call a Hugging Face causal LM, plain or wrapped by peft, in one uniform way.
+"""How to load a Hugging Face causal LM and call it, plain or wrapped by peft, in one way.
 
-Three jobs, shared by the log-prob code and the decode loop:
-
+- :func:`load_causal_lm`: model (eval mode, weights in process memory) and tokenizer (left
+  padding, a pad token) from a folder; :func:`load_tokenizer` alone, first folder that has one.
 - :class:`AdapterDisabled`: the reference of a LoRA policy, i.e. the same weights with the
   adapter switched off.  It is callable like a model and owns no parameters.
 - :class:`Caller`: one forward pass with left-padding-aware ``position_ids``, an optional KV
   cache, ``logits_to_keep`` when the model supports it, and peft's per-row adapter selection
   (``adapter_names``; :data:`BASE_ADAPTER` means "adapter off" for that row).
-- :func:`resolve_model`: accept a :class:`~nlhf.models.policy.Policy`, a peft model, a plain
-  ``PreTrainedModel`` or an :class:`AdapterDisabled` wherever a model is expected.
+- :func:`as_model`: accept a peft model, a plain ``PreTrainedModel`` or an
+  :class:`AdapterDisabled` wherever a model is expected, with a clear error otherwise.
 
+    model, tokenizer = load_causal_lm("runs/sft/model", dtype="bfloat16")
     caller = Caller(model)
     logits = caller(input_ids, attention_mask, position_ids, cache=caller.new_cache(),
                     logits_to_keep=1)
@@ -18,14 +19,21 @@ Three jobs, shared by the log-prob code and the decode loop:
 from __future__ import annotations
 
 import inspect
+import os
 import sys
+from collections.abc import Sequence
 from functools import cache as memoize
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
 from nlhf.models.kv_cache import new_cache
+from nlhf.models.memory import into_memory
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 BASE_ADAPTER = "__base__"
 """peft's reserved adapter name for "no adapter" in ``adapter_names``."""
@@ -82,17 +90,14 @@ class AdapterDisabled:
         return f"AdapterDisabled({type(self.peft_model.get_base_model()).__name__})"
 
 
-def resolve_model(model: Any, role: str) -> Any:
-    """The callable model behind ``model`` (a Policy gives its ``.model``); clear error if none."""
-    from nlhf.models.policy import Policy
-
-    if isinstance(model, Policy):
-        return model.model
+def as_model(model: Any, role: str) -> Any:
+    """``model`` itself when it is callable as a causal LM (a module or an adapter-disabled
+    view); a ``TypeError`` naming ``role`` otherwise."""
     if isinstance(model, AdapterDisabled | nn.Module):
         return model
     raise TypeError(
-        f"{role}: expected a Policy, a Hugging Face causal LM or policy.reference, "
-        f"got {type(model).__name__}"
+        f"{role}: expected a Hugging Face causal LM, a peft model or an adapter-disabled view "
+        f"(policy.model, policy.reference), got {type(model).__name__}"
     )
 
 
@@ -155,7 +160,7 @@ class Caller:
             # As positions (a tensor), not a count: transformers then gathers a contiguous
             # copy of those hidden states, and the LM head is one matrix product.  A count
             # slices a strided view, which torch turns into a batched product over a copy
-            # of the head expanded to every row (900 MB and ~1 s per SmolLM2 prefill in bf16).
+            # of the head expanded to every row, a large extra copy at every prefill.
             length = input_ids.shape[1]
             kwargs["logits_to_keep"] = (
                 logits_to_keep  # a decode step: the slice is the whole, contiguous tensor
@@ -168,3 +173,47 @@ class Caller:
         if logits_to_keep:
             logits = logits[:, -logits_to_keep:]
         return logits
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_tokenizer(*folders: str) -> Any:
+    """The tokenizer of the first of ``folders`` (folders or hub names) that has one, with
+    left padding and a pad token (EOS when it defines none).  A folder without tokenizer files
+    is passed over, so an adapter folder can come before its base model's."""
+    from transformers import AutoTokenizer
+
+    errors = []
+    for folder in folders:
+        if os.path.isdir(folder) and not any((Path(folder) / f).exists() for f in TOKENIZER_FILES):
+            errors.append(f"{folder}: no tokenizer files")
+            continue
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+        except (OSError, ValueError) as exc:
+            errors.append(f"{folder}: {exc}")
+            continue
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"
+        return tokenizer
+    raise OSError(f"cannot load a tokenizer: {'; '.join(errors) or 'no folder given'}")
+
+
+def load_causal_lm(
+    path: str, dtype: str = "float32", tokenizer: Sequence[str] | None = None
+) -> tuple[Any, Any]:
+    """``(model, tokenizer)``: the causal LM at ``path`` (a folder or a hub name) in eval
+    mode with ``dtype`` weights held in process memory, and :func:`load_tokenizer` of the
+    folders ``tokenizer`` (default: ``path`` itself)."""
+    from transformers import AutoModelForCausalLM
+
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
+    except OSError as exc:
+        raise OSError(f"{path}: cannot load a causal LM: {exc}") from None
+    model = into_memory(model).eval()
+    return model, load_tokenizer(*(tokenizer if tokenizer is not None else [path]))

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from nlhf.models.lm import Caller, resolve_model
+from nlhf.models.lm import Caller, as_model
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -74,7 +74,8 @@ def completion_logprobs(
 ) -> torch.Tensor:
     """Per-token log-probs (kB, T) of ``completion_ids`` after the prompts, 0 where masked.
 
-    ``model`` is a Hugging Face causal LM, a peft model, a Policy or ``policy.reference``.
+    ``model`` is a Hugging Face causal LM, a peft model or ``policy.reference`` (for a
+    :class:`~nlhf.models.policy.Policy`, call its ``logprobs`` or pass ``policy.model``).
     Gradients flow if they are enabled and the model has trainable parameters.  There may be
     k ≥ 1 completions per prompt (B prompt rows, kB completion rows; completion row j follows
     prompt row j mod B): with k > 1 the prompts run once and their KV cache (with its
@@ -103,7 +104,7 @@ def completion_logprobs(
     steps = completion_ids.shape[1]
     if steps == 0:
         return torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
-    caller = Caller(resolve_model(model, "model"))
+    caller = Caller(as_model(model, "model"))
     copies = completion_ids.shape[0] // batch
     if copies > 1:
         return _shared_prompt_logprobs(

@@ -3,9 +3,9 @@
 ``from_pretrained`` may hand back tensors that are views of the memory-mapped safetensors
 file.  Those pages belong to the page cache, and the kernel may drop them whenever memory is
 reclaimed (under memory pressure, or proactively, as DAMON-based reclaim does on some
-virtual machines); every forward pass then reads the weights back from disk.  On such a
-machine the first forward of SmolLM2-135M took 79 s instead of 1.7 s.  Copying the weights
-once after loading (0.15 s for 540 MB) makes them ordinary process memory.
+virtual machines); every forward pass then reads the weights back from disk, and on such a
+machine a forward can become many times slower.  Copying the weights once after loading, a
+cost small next to one forward, makes them ordinary process memory.
 
     from nlhf.models.memory import into_memory
     model = into_memory(AutoModelForCausalLM.from_pretrained(path))

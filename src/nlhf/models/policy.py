@@ -32,11 +32,14 @@ from torch import nn
 
 from nlhf.config import option
 from nlhf.models.activations import fuse_gelu
-from nlhf.models.lm import AdapterDisabled, is_peft_model, model_device
+from nlhf.models.lm import AdapterDisabled, is_peft_model, load_causal_lm, model_device
 from nlhf.models.logprobs import completion_logprobs
-from nlhf.models.memory import into_memory
+from nlhf.models.text import eos_token_ids, pad_token_id
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+LORA_ALPHA = 32.0
+"""Default LoRA scaling numerator (the update is scaled by alpha / r)."""
+LORA_TARGET_MODULES = ("all-linear",)
+"""Default modules that get a LoRA adapter: every linear layer but the output head."""
 
 
 def has_fast_bfloat16(device: str | None = None) -> bool:
@@ -77,11 +80,13 @@ class PolicyConfig:
     lora_r: int = option(
         0, "LoRA rank; 0 trains every weight and keeps a frozen copy as the reference"
     )
-    lora_alpha: float = option(16.0, "LoRA scaling numerator (the update is scaled by alpha / r)")
+    lora_alpha: float = option(
+        LORA_ALPHA, "LoRA scaling numerator (the update is scaled by alpha / r)"
+    )
     lora_dropout: float = option(0.0, "dropout on the LoRA path during training")
     lora_target_modules: list[str] = option(
-        [],
-        "module names that get an adapter (e.g. q_proj,v_proj, or all-linear); "
+        list(LORA_TARGET_MODULES),
+        "module names that get an adapter (all-linear, or names such as q_proj,v_proj); "
         "empty: peft's default for the architecture",
     )
     disable_dropout: bool = option(
@@ -162,20 +167,11 @@ class Policy:
     @classmethod
     def load(cls, config: PolicyConfig) -> Policy:
         """Load model and tokenizer from ``config.model`` / ``config.tokenizer``."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         if not config.model:
             raise ValueError("PolicyConfig.model is empty: give a model folder to load")
-        try:
-            model = into_memory(
-                AutoModelForCausalLM.from_pretrained(config.model, dtype=DTYPES[config.dtype])
-            )
-            tokenizer = AutoTokenizer.from_pretrained(config.tokenizer or config.model)
-        except OSError as exc:
-            raise OSError(f"PolicyConfig.model={config.model!r}: cannot load: {exc}") from None
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        tokenizer.padding_side = "left"
+        model, tokenizer = load_causal_lm(
+            config.model, config.dtype, tokenizer=[config.tokenizer or config.model]
+        )
         return cls(model, tokenizer, config)
 
     # ----------------------------------------------------------------- the reference
@@ -257,33 +253,3 @@ class Policy:
         self.model.save_pretrained(folder, state_dict=state_dict)
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(folder)
-
-
-def _as_list(value: Any) -> list[int]:
-    if value is None:
-        return []
-    if isinstance(value, int):
-        return [value]
-    return [int(v) for v in value]
-
-
-def eos_token_ids(model: Any, tokenizer: Any = None) -> list[int]:
-    """EOS ids from the tokenizer, else the model's generation config, else its config."""
-    if tokenizer is not None and getattr(tokenizer, "eos_token_id", None) is not None:
-        return _as_list(tokenizer.eos_token_id)
-    for source in (getattr(model, "generation_config", None), getattr(model, "config", None)):
-        ids = _as_list(getattr(source, "eos_token_id", None))
-        if ids:
-            return ids
-    return []
-
-
-def pad_token_id(model: Any, tokenizer: Any = None) -> int:
-    """The id written after EOS: tokenizer's pad, the config's pad, the first EOS, or 0."""
-    if tokenizer is not None and getattr(tokenizer, "pad_token_id", None) is not None:
-        return int(tokenizer.pad_token_id)
-    pad = getattr(getattr(model, "config", None), "pad_token_id", None)
-    if pad is not None:
-        return int(pad)
-    eos = eos_token_ids(model, tokenizer)
-    return eos[0] if eos else 0

@@ -37,7 +37,8 @@ every process have ended.
 model; ``reference`` may be None, ``policy.reference``, or any causal LM with the same
 vocabulary.  ``generator`` may be None (torch's global RNG), a ``torch.Generator``, or one
 generator per prompt row: then a row's sample depends only on its own prompt and generator,
-not on the rest of the batch or its padding.
+not on the rest of the batch or its padding.  Every sampler of the package seeds those with
+:func:`row_generators` (seed, step, row, salt), so its text is the same however rows are batched.
 """
 
 from __future__ import annotations
@@ -54,18 +55,28 @@ from nlhf.models.lm import (
     BASE_ADAPTER,
     AdapterDisabled,
     Caller,
+    as_model,
     hf_model,
     is_peft_model,
     is_sharded,
     model_device,
-    resolve_model,
 )
 from nlhf.models.logprobs import check_left_padded, position_ids_from_mask
 from nlhf.models.mixture import check_beta, mix_logprobs
-from nlhf.models.policy import Policy, eos_token_ids, pad_token_id
+from nlhf.models.policy import Policy
+from nlhf.models.text import eos_token_ids, pad_token_id
 from nlhf.models.warping import SamplingSettings, draw_noise, pick, warp
 
 Generators = torch.Generator | Sequence[torch.Generator] | None
+
+
+def row_generators(seed: int, step: int, rows: list[int], salt: int = 0) -> list[torch.Generator]:
+    """One generator per sampled row, seeded by (seed, step, row, salt): pass them to
+    :func:`sample` and a row's completion depends on none of the others in its batch."""
+    return [
+        torch.Generator().manual_seed(((seed * 1_000_003 + step) * 65_537 + row) * 31 + salt)
+        for row in rows
+    ]
 
 
 @dataclass
@@ -218,6 +229,11 @@ def _eval_mode(*modules: nn.Module):
             module.train(was_training)
 
 
+def _unwrap(model: Any) -> Any:
+    """The causal LM of a :class:`Policy`; anything else as it is."""
+    return model.model if isinstance(model, Policy) else model
+
+
 def _check_reference(policy_model: Any, ref_model: Any) -> None:
     if is_peft_model(policy_model) and ref_model is not None:
         base = policy_model.get_base_model()
@@ -251,10 +267,10 @@ def _decode(
         )
     if int(max_new_tokens) < 1:
         raise ValueError(f"max_new_tokens must be ≥ 1, got {max_new_tokens}")
-    policy_model = resolve_model(policy, "policy")
-    ref_model = None if reference is None else resolve_model(reference, "reference")
-    _check_reference(policy_model, ref_model)
     tokenizer = policy.tokenizer if isinstance(policy, Policy) else None
+    policy_model = as_model(_unwrap(policy), "policy")
+    ref_model = None if reference is None else as_model(_unwrap(reference), "reference")
+    _check_reference(policy_model, ref_model)
     eos_ids = (
         eos_token_ids(policy_model, tokenizer)
         if eos_token_id is None

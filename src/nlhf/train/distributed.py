@@ -3,22 +3,13 @@
     from nlhf.train.distributed import Processes
     procs = Processes()                      # wraps accelerate.Accelerator (one process: no-op)
     mine = procs.share(global_rows)          # this process's contiguous share
-    ...  each process backpropagates  loss × (its rows / global rows)  ...
+    ...  each process backpropagates  loss × (its share of the global batch)  ...
     procs.sync_gradients(params)             # all-reduce SUM: the global-batch gradient
     metrics = procs.mean_metrics(metrics)    # every process gets the global averages
 
-Started by ``accelerate launch`` (see :mod:`nlhf.train.online` for the command line), the
-processes form a group through :class:`accelerate.Accelerator` (gloo on CPUs, NCCL on GPUs)
-and each one keeps a full copy of the model on its own device.  Nothing wraps the model:
-after the local backward passes, :meth:`Processes.sync_gradients` sums the gradients of the
-trainable parameters over the processes in one flat buffer per dtype, so every process takes
-the same optimizer step and the weights stay identical.  Because each process scales its
-loss by its share of the global batch, the summed gradient is the gradient of the mean over
-the global batch, exactly what one process computes on the whole batch.
-
-Statistics of the whole batch (means, PPO's whitening, the adaptive KL controller's input)
-come from :meth:`gather` (per-row vectors) and :meth:`sum` (sums and counts).  With a single
-process every method returns its input untouched: no copies, no collectives.
+Nothing wraps the model: every process keeps a whole copy (or a shard, :mod:`nlhf.train.sharding`)
+and the summed gradients give every process the same optimizer step.  With a single process
+every method returns its input untouched.  Launch commands and semantics: ``docs/distributed.md``.
 """
 
 from __future__ import annotations

@@ -3,16 +3,10 @@
     nlhf train ipo                                       # SmolLM2 + LoRA, packaged HH pairs
     nlhf train ipo --data imdb max_pairs=2000 beta=0.1 --out runs/ipo-imdb
 
-Minimizes :func:`nlhf.losses.ipo_loss`, (h − 1/(2β))² with h = log π/μ(y_w) − log π/μ(y_l):
-instead of pushing the margin to infinity as DPO can on deterministic preferences, IPO
-regresses it to the finite target 1/(2β), so β acts as the regularization τ of the paper.
-Everything else (data, loop, outputs, held-out implicit-reward accuracy) is as in
-``nlhf train dpo`` (:mod:`nlhf.train.dpo`, :mod:`nlhf.train.offline`).
-
-Parameters and their TRL names: TRL's DPOConfig with loss_type=ipo, ``beta`` = beta (the
-IPO τ); the other names as in :mod:`nlhf.train.dpo`.
-
-Logged metrics: as in :mod:`nlhf.train.dpo` (``loss`` is the IPO loss).
+Each step minimizes :func:`nlhf.losses.ipo_loss`, (h − 1/(2β))² with h = log π/μ(y_w) −
+log π/μ(y_l): the margin is regressed to a finite target, so β acts as the regularization τ.
+Everything else is as in ``nlhf train dpo`` (:mod:`nlhf.train.offline`); parameter names in
+TRL and the logged metrics: ``docs/trainers.md``.
 """
 
 from __future__ import annotations

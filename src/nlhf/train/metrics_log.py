@@ -18,10 +18,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import math
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from nlhf.files import atomic_write_json
 
@@ -113,3 +116,23 @@ class MetricsLog:
             self.writer.close()
         for run in self.trackers:
             run.finish()
+
+
+class NoLog:
+    """What processes other than the main one log: nothing."""
+
+    def write(self, step: int, metrics: dict[str, float]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def check_finite(loss: torch.Tensor, metrics: dict[str, float]) -> str | None:
+    """The name of the first non-finite quantity (the loss, then the metrics), or None."""
+    if not torch.isfinite(loss).all():
+        return "loss"
+    for key, value in metrics.items():
+        if not math.isfinite(value):
+            return key
+    return None

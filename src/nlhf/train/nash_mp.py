@@ -4,62 +4,16 @@
     nlhf train nash-mp --judge runs/pm/model tau=0.008 eta=2.0 prox_steps=2 steps=150
     nlhf train nash-mp --config configs/nash-mp.yaml
 
-The method.  Nash-MP ("Accelerating Nash Learning from Human Feedback via Mirror Prox",
-Tiapkin, Calandriello, Belomestny, Moulines, Naumov, Rasul, Valko, Ménard, arXiv:2505.19731)
-finds the Nash equilibrium of the τ-regularized preference game with mirror prox: from the
-current iterate π_k, first an extrapolation (look-ahead) step against π_k, then the real step,
-again from π_k, against the look-ahead policy:
+One step is one mirror-prox iteration from the current iterate π_k (θ_k, kept for the step):
 
-    π_{k+½} = argmax_π  P(π ≻ π_k)     − τ·KL(π‖μ) − (1/η)·KL(π‖π_k)
-    π_{k+1} = argmax_π  P(π ≻ π_{k+½}) − τ·KL(π‖μ) − (1/η)·KL(π‖π_k)
+1. look-ahead: ``prox_steps`` optimizer steps, each with a fresh rollout against y′ ~ π_k, on
+   Nash-MD-PG's surrogate with τ·KL(π‖μ) + (1/η)·KL(π‖π_k) folded into one KL term
+   (:func:`nlhf.losses.prox_target`); this gives θ_{k+½};
+2. reset the weights *and the optimizer state* to θ_k;
+3. update: ``prox_steps`` optimizer steps the same way against y′ ~ π_{k+½}; this is θ_{k+1}.
 
-In the tabular case both have closed forms (:func:`nlhf.tabular.nash_mp`:
-π ∝ (π_k μ^{ητ} exp(η·P π_opp))^{1/(1+ητ)}).  The paper also proposes and analyses an
-approximate Nash-MP whose proximal steps are estimated with stochastic policy gradients; this
-module implements that approximation for a language model:
-
-- each proximal step is ``prox_steps`` optimizer steps on the surrogate of
-  :func:`nlhf.losses.nash_md_pg_loss`, each with a fresh rollout: y ~ π_θ, y′ ~ the opponent,
-  advantage P(y ≻ y′) − ½, and the two KL terms folded into one (:func:`prox_target`), since
-  τ·(log π − log μ) + λ·(log π − log π_k) = (τ+λ)·(log π − (τ·log μ + λ·log π_k)/(τ+λ))
-  with λ = 1/η, so the per-token suffix-KL weighting of Nash-MD-PG applies to both;
-- π_k is the policy's trainable weights at the start of the step (kept as an fp32 copy for the
-  step); the look-ahead starts there and its opponent y′ is sampled from π_k; the look-ahead
-  weights θ_{k+½} are then copied aside, the policy's weights *and optimizer state* are reset to
-  θ_k, and the update steps run against y′ ~ π_{k+½}; both proximal steps start from the same
-  point, as in mirror prox;
-- log π_k of y (for the KL to the previous iterate) comes from one no-grad forward with θ_k
-  swapped in; on the first optimizer step of each phase π_θ = π_k, so it is the sampler's own
-  log-probs and costs nothing (and the first look-ahead rollout draws y and y′ from one decode).
-
-Sampling from θ_k and θ_{k+½} swaps their tensors into the parameters for the decode
-(:func:`nlhf.train.nash_ema.swapped_weights`) and restores the policy's own afterwards.
-One ``step`` of this trainer is one mirror-prox iteration: 2·``prox_steps`` optimizer steps and
-as many rollouts; the learning-rate schedule advances once per iteration.  Nothing besides the
-trainer's checkpoint has to survive a resume: at every step boundary the previous iterate π_k
-*is* the policy (checkpointed with its optimizer state), and θ_{k+½} lives only inside a step.
-
-What this module could not confirm.  The two proximal steps in the paper's form,
-argmin_π (1/β)·P(π_k ≻ π) + KL(π‖μ) + (1/η_paper)·KL(π‖π_k) (and the same against π_{k+½}),
-match the mapping below (checked against a published summary of the paper).  Its section on
-the practical LLM recipe was not available here; summaries say that recipe stabilizes the
-policy-gradient steps with an exponential moving average of the weights, which this module
-does not do: π_k is the exact previous iterate.
-
-Parameters and their names elsewhere: ``tau`` is the paper's β and the NLHF paper's τ (TRL's
-NashMDConfig calls it ``beta``); ``eta`` is the step size of the tabular :func:`nash_mp`
-(the prox term is (1/η)·KL(π‖π_k)), i.e. the paper's η divided by β under the form above;
-``prox_steps`` is the number of policy-gradient steps per proximal step.  With
-``prox_steps=1`` the KL(π‖π_k) term has no gradient (each phase takes one step from π_k) and
-the method is extra-gradient Nash-MD-PG: a self-play step, then the real step against it.
-
-Logged metrics (metrics.jsonl, TensorBoard), means over the update phase unless named:
-``loss``; ``win_rate`` = mean P(y ≻ y′) against the look-ahead policy π_{k+½};
-``lookahead_win_rate`` and ``lookahead_loss`` (the look-ahead phase, against π_k); ``kl`` =
-mean Σ_t log π/μ of y; ``prox_kl`` = mean Σ_t log π/π_k of y (both phases); ``lookahead_distance``
-= ‖θ_{k+½} − θ_k‖ / ‖θ_k‖ and ``step_distance`` = ‖θ_{k+1} − θ_k‖ / ‖θ_k‖ over the trainable
-weights; ``length``, ``opponent_length``; ``grad_norm`` (mean of all optimizer steps); ``lr``;
-``step_seconds``, ``sample_seconds``, ``judge_seconds`` (whole iteration).
+Opponents are sampled with their weights swapped in (:func:`nlhf.train.weights.swapped_weights`).
+The method, its tabular closed form, the parameter names and the metrics: ``docs/trainers.md``.
 """
 
 from __future__ import annotations
@@ -72,34 +26,15 @@ from typing import Any
 import torch
 
 from nlhf.config import option
-from nlhf.train.nash_ema import (
-    preference_loss_step,
-    relative_distance,
-    swapped_weights,
-    trainable_weights,
-)
-from nlhf.train.online import (
-    NonFiniteError,
-    OnlineConfig,
-    PromptBatch,
-    Trainer,
-    row_generators,
-    train_and_report,
-)
+from nlhf.losses import prox_target
+from nlhf.models import sample, sample_pair
+from nlhf.models.sampling import row_generators
+from nlhf.train.core import Algorithm
+from nlhf.train.nash_pg import preference_pg_loss
+from nlhf.train.online import OnlineConfig, PromptBatch, train_and_report
+from nlhf.train.weights import relative_distance, swapped_weights, trainable_weights
 
 PHASES = ("lookahead", "update")
-
-
-def prox_target(
-    ref_logprobs: torch.Tensor, anchor_logprobs: torch.Tensor, tau: float, lam: float
-) -> tuple[torch.Tensor, float]:
-    """Fold τ·KL(π‖μ) + λ·KL(π‖π_k) into one KL term for :func:`nash_md_pg_loss`.
-
-    Returns (target log-probs, coefficient): per token, τ·(log π − log μ) + λ·(log π − log π_k)
-    = (τ+λ)·(log π − target) with target = (τ·log μ + λ·log π_k)/(τ+λ).
-    """
-    total = tau + lam
-    return (tau * ref_logprobs + lam * anchor_logprobs) / total, total
 
 
 @dataclass
@@ -126,12 +61,10 @@ class Config(OnlineConfig):
             raise ValueError(f"prox_steps must be ≥ 1, got {self.prox_steps}")
 
 
-class NashMP:
+class NashMP(Algorithm):
     """The algorithm: ``update`` runs one mirror-prox iteration (see the module docstring)."""
 
-    def __init__(self, trainer: Trainer, config: Config) -> None:
-        self.trainer = trainer
-        self.config = config
+    config: Config
 
     # ------------------------------------------------------------------ one rollout
     def _rollout(
@@ -144,8 +77,6 @@ class NashMP:
         at_anchor: bool,
     ) -> tuple[Any, Any, torch.Tensor]:
         """y ~ π_θ (with log π and log μ), y′ ~ the opponent (None: π_k), and log π_k of y."""
-        from nlhf.models import sample, sample_pair
-
         cfg, policy = self.config, self.trainer.policy
         gens = row_generators(cfg.seed, step, batch.rows, salt)
         args = (policy, batch.ids, batch.mask, cfg.max_new_tokens)
@@ -179,26 +110,18 @@ class NashMP:
         at_anchor: bool,
     ) -> dict[str, float]:
         cfg, trainer = self.config, self.trainer
-        trainer.optimizer.zero_grad(set_to_none=True)
 
         def loss_fn(batch: PromptBatch) -> tuple[torch.Tensor, dict[str, float]]:
             t0 = time.perf_counter()
             y, y_opp, anchor_lp = self._rollout(batch, step, salt, anchor, opponent, at_anchor)
             sample_seconds = time.perf_counter() - t0
             mixed, total = prox_target(y.ref_logprobs, anchor_lp, cfg.tau, 1.0 / cfg.eta)
-            loss, metrics = preference_loss_step(trainer, batch, y, y_opp, total, mixed)
+            loss, metrics = preference_pg_loss(trainer, batch, y, y_opp, total, mixed)
             metrics["prox_kl"] = float((y.policy_logprobs - anchor_lp).sum(-1).mean())
             metrics["sample_seconds"] = sample_seconds
             return loss, metrics
 
-        # per-chunk losses and their metrics, gradients accumulated (and summed over the
-        # processes by clip_and_step), metrics averaged over every process's chunks
-        sums = trainer.accumulate(loss_fn, chunks, step)
-        try:
-            sums["grad_norm"] = trainer.clip_and_step()
-        except NonFiniteError as exc:
-            raise NonFiniteError(exc.quantity, step) from None
-        return sums
+        return trainer.gradient_step(loss_fn, chunks)
 
     # ------------------------------------------------------------------ one iteration
     def update(self, chunks: list[PromptBatch], step: int) -> dict[str, float]:
@@ -210,9 +133,10 @@ class NashMP:
         lookahead: dict[str, torch.Tensor] | None = None
         try:
             for p, phase in enumerate(PHASES):
-                if phase == "update":
+                if phase == "update":  # 2. back to θ_k, weights and optimizer state
                     lookahead = trainable_weights(model)  # θ_{k+½}
                     self._reset(anchor, optimizer_state)
+                # 1. the look-ahead steps against π_k; 3. the update steps against π_{k+½}
                 for j in range(cfg.prox_steps):
                     salt = 2 * (p * cfg.prox_steps + j)
                     phase_metrics[phase].append(
@@ -256,12 +180,6 @@ class NashMP:
             out["lookahead_distance"] = relative_distance(anchor, model)
         out["step_distance"] = relative_distance(anchor, model)
         return out
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
 
 
 def run(config: Config) -> int:

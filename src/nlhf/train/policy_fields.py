@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nlhf.config import option
+from nlhf.models.policy import LORA_ALPHA, LORA_TARGET_MODULES
 
 
 @dataclass
@@ -32,9 +33,10 @@ class PolicyFields:
         "float32); bfloat16 about halves a step on GPUs and on CPUs with bf16 units; auto: "
         "bfloat16 where the hardware has them",
     )
-    lora_alpha: float = option(32.0, "LoRA alpha (the update is scaled by alpha / r)")
+    lora_alpha: float = option(LORA_ALPHA, "LoRA alpha (the update is scaled by alpha / r)")
     lora_target_modules: list[str] = option(
-        ["all-linear"], "modules that get a LoRA adapter (all-linear, or names like q_proj)"
+        list(LORA_TARGET_MODULES),
+        "modules that get a LoRA adapter (all-linear, or names like q_proj)",
     )
     fsdp: bool = option(
         False,

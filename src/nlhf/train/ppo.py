@@ -6,64 +6,22 @@
 
 The classic sentiment pipeline (Ziegler et al. 2019; trlX ``ppo_sentiments``).  Each step:
 
-1. rollout: one completion y ~ π per prompt, from the KV-cached sampler, which also records
-   log π and log μ of every sampled token (μ: the reference, i.e. the adapter switched off
-   under LoRA), so no separate reference forward is run;
-2. reward: the judge's scalar score s(x, y) (a reward model, VADER or a Python function: a
-   :class:`~nlhf.models.judges.ScoreJudge`; the judge's ``scale`` only matters for pairwise
-   probabilities and plays no part here); per token r_t = −β·(log π − log μ), plus s at the
-   last token (:func:`nlhf.losses.kl_penalized_rewards`), optionally whitened;
-3. one no-gradient forward of policy + value head gives the rollout's log-probs and values
-   V(x, y_<t); GAE(γ, λ) gives advantages (whitened over the rollout) and returns;
-4. ``ppo_epochs`` passes over the rollout, each in ``mini_batches`` shuffled mini-batches:
-   clipped policy loss + ``vf_coef`` × clipped value loss, one optimizer step per
-   mini-batch (``trainer.clip_and_step``; the gradient norm is clipped jointly over the
-   policy's trainable weights and the value head);
-5. the KL coefficient β is adapted towards ``target_kl`` (:mod:`nlhf.train.kl_control`).
+1. rollout: y ~ π per prompt from the KV-cached sampler, with log π and log μ of every token;
+2. reward: the judge's score s(x, y) at the last token, −β·(log π − log μ) at every token
+   (:func:`nlhf.losses.kl_penalized_rewards`), optionally whitened;
+3. one no-gradient forward of policy + value head: old log-probs and values; GAE(γ, λ)
+   advantages (whitened over the rollout) and returns;
+4. ``ppo_epochs`` passes of ``mini_batches`` shuffled mini-batches, one optimizer step each on
+   the clipped policy loss + ``vf_coef`` × the clipped value loss;
+5. β adapts towards ``target_kl`` (:mod:`nlhf.train.kl_control`).
 
-The value head (:mod:`nlhf.train.value_head`) is a linear layer on the policy's final hidden
-states and shares its trunk (``value_trunk=shared``: the value loss also trains the LoRA
-adapter, or every weight without LoRA, as in trlX and TRL); ``value_trunk=detached`` trains
-the head alone on stopped-gradient features.  The head is optimized by the trainer's
-optimizer with the policy, saved in every checkpoint (weights and optimizer moments) and at
-the end as ``<out>/value_head.safetensors``.  When a mini-batch does not fit in memory,
-``grad_accum`` splits it into micro-batches whose losses are weighted by their token counts,
-so the gradient equals that of the whole mini-batch.
-
-Parameters and their names in TRL's PPOConfig (v0.11 names; newer TRL in brackets) and trlX:
-``ppo_epochs`` = ppo_epochs [num_ppo_epochs], trlX ppo_epochs; ``mini_batches`` = batch_size /
-mini_batch_size [num_mini_batches]; ``cliprange`` = cliprange, ``cliprange_value`` =
-cliprange_value, ``vf_coef`` = vf_coef (all three trlX too); ``init_kl_coef`` = init_kl_coef
-[kl_coef], ``adaptive_kl`` = adap_kl_ctrl, ``target_kl`` = target (trlX target),
-``kl_horizon`` = horizon (trlX horizon); ``gamma``, ``lam`` = gamma, lam;
-``whiten_rewards`` = whiten_rewards; ``batch_size`` = batch_size (trlX: num_rollouts);
-``grad_clip`` = max_grad_norm.  The KL estimate in the reward is k1 = log π − log μ (TRL's
-kl_penalty="kl" [kl_estimator="k1"]); advantages are always whitened, as in both.
-
-Logged metrics (metrics.jsonl, TensorBoard), one line per step:
-
-- of the rollout: ``reward``, ``reward_std`` (the judge's scores); ``kl`` (mean Σ_t log π/μ
-  per completion from the sampler's log-probs, a sample estimate of KL(π‖μ)); ``kl_coef``
-  (the β of this rollout's rewards, before adapting); ``non_score_reward`` (mean
-  Σ_t −β·log π/μ); ``returns`` and ``value_mean`` (mean per-token return and value);
-  ``explained_variance`` (1 − Var[R − V]/Var[R], 0 when the returns are constant);
-  ``length`` (completion tokens, EOS included);
-- averaged over the step's mini-batch updates: ``loss``, ``policy_loss``, ``value_loss``,
-  ``clip_fraction`` (tokens whose ratio was clipped), ``value_clip_fraction`` (tokens whose
-  value moved more than ``cliprange_value``), ``approx_kl`` (per-token k3 estimate of the KL
-  between the rollout policy and the updated one), ``entropy`` (per-token entropy of π),
-  ``grad_norm`` (before clipping);
-- timings: ``sample_seconds``, ``judge_seconds``, ``rollout_seconds`` (values forward and
-  GAE), ``update_seconds``; from the trainer: ``lr``, ``step_seconds``.
-
-The probability ratio uses temperature-1 log-probs of π, so ``temperature`` ≠ 1 makes the
-rollout slightly off-policy (keep 1, the default, for textbook PPO).
-With ``on_nonfinite=skip`` a NaN/inf skips the rest of that step's update (mini-batch steps
-already taken stay).
+The value head (:mod:`nlhf.train.value_head`) trains with the policy and is saved as
+``<out>/value_head.safetensors``.  Parameter names in TRL and trlX, metrics: ``docs/trainers.md``.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,20 +37,16 @@ from nlhf.losses import (
     masked_mean,
     ppo_policy_loss,
     ppo_value_loss,
+    token_share,
 )
+from nlhf.models import sample
+from nlhf.models.judges import ScoreJudge
+from nlhf.models.sampling import row_generators
+from nlhf.models.text import decode_completions
 from nlhf.train import distributed
+from nlhf.train.core import Algorithm, NonFiniteError, summary
 from nlhf.train.kl_control import KLController
-from nlhf.train.online import (
-    NonFiniteError,
-    OnlineConfig,
-    PromptBatch,
-    Trainer,
-    build_optimizer,
-    decode,
-    lr_factor,
-    row_generators,
-    summary,
-)
+from nlhf.train.online import OnlineConfig, PromptBatch, Trainer
 from nlhf.train.value_head import (
     PolicyValueOutput,
     ValueHead,
@@ -108,8 +62,8 @@ class Config(OnlineConfig):
     out: str = option("runs/ppo", "output folder: metrics.jsonl, checkpoints/, policy/")
     lr: float = option(
         5e-5,
-        "learning rate (PPO takes ppo_epochs × mini_batches steps per rollout; on SmolLM2 + "
-        "LoRA 1e-3 blew up within one rollout, 1e-4 gave approx_kl ≈ 0.2)",
+        "learning rate (PPO takes ppo_epochs × mini_batches steps per rollout, so it needs a "
+        "smaller one than the single-step trainers)",
     )
     ppo_epochs: int = option(4, "passes over each rollout batch (TRL ppo_epochs)")
     mini_batches: int = option(
@@ -182,16 +136,25 @@ class Rollout:
         first = int(prompt_mask.any(0).long().argmax())
         width = int(mask.sum(1).max())
         return Rollout(
-            self.prompt_ids[index, first:],
-            prompt_mask[:, first:],
-            self.tokens[index, :width],
-            mask[:, :width],
-            self.logprobs[index, :width],
-            self.values[index, :width],
-            self.advantages[index, :width],
-            self.returns[index, :width],
-            {},
+            prompt_ids=self.prompt_ids[index, first:],
+            prompt_mask=prompt_mask[:, first:],
+            tokens=self.tokens[index, :width],
+            mask=mask[:, :width],
+            logprobs=self.logprobs[index, :width],
+            values=self.values[index, :width],
+            advantages=self.advantages[index, :width],
+            returns=self.returns[index, :width],
+            metrics={},
         )
+
+
+@dataclass
+class MicroBatch:
+    """Rows of the rollout that one forward and backward take, and their weight: their tokens'
+    share of the mini-batch's tokens on every process (0 for a process with none of them)."""
+
+    rows: torch.Tensor
+    weight: float
 
 
 def _pad(tensors: list[torch.Tensor], value: int | float, left: bool) -> torch.Tensor:
@@ -223,12 +186,12 @@ def explained_variance(
     return float(1.0 - var_residual / var_returns)
 
 
-class PPO:
+class PPO(Algorithm):
     """The algorithm: ``update`` = rollout, then the PPO epochs, then adapt β."""
 
-    def __init__(self, trainer: Trainer, config: Config) -> None:
-        from nlhf.models.judges import ScoreJudge
+    config: Config
 
+    def __init__(self, trainer: Trainer, config: Config) -> None:
         if not isinstance(trainer.judge, ScoreJudge):
             raise TypeError(
                 f"PPO needs a scalar reward, but the judge is a {type(trainer.judge).__name__}: "
@@ -236,18 +199,13 @@ class PPO:
                 "FunctionJudge (any ScoreJudge); for a pairwise preference model use "
                 "nlhf train nash-md"
             )
-        self.trainer, self.config = trainer, config
+        super().__init__(trainer, config)
         policy = trainer.policy
         self.head = ValueHead(hidden_size(policy.model)).to(policy.device)
         self.kl = KLController(
             config.init_kl_coef, config.target_kl if config.adaptive_kl else None, config.kl_horizon
         )
-        # The value head trains with the policy: one optimizer, one schedule, one clip.
-        trainer.params = policy.trainable_parameters() + list(self.head.parameters())
-        trainer.optimizer = build_optimizer(config, trainer.params)
-        trainer.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            trainer.optimizer, lr_factor(config, lambda: trainer.elapsed)
-        )
+        trainer.add_parameters(self.head)  # one optimizer, one schedule, one clip
 
     # ------------------------------------------------------------------ rollout
     def forward(self, prompt_ids, prompt_mask, tokens, mask) -> PolicyValueOutput:
@@ -268,13 +226,12 @@ class PPO:
 
         With several processes the rollout holds this process's rows; the whitening and the
         metrics use the statistics of every process's rows."""
-        from nlhf.models import sample
-
         cfg, policy, procs = self.config, self.trainer.policy, self.trainer.procs
         parts: dict[str, list[torch.Tensor]] = {}
         timings = {"sample_seconds": 0.0, "judge_seconds": 0.0, "rollout_seconds": 0.0}
         for batch in chunks:
             t0 = time.perf_counter()
+            # 1. rollout
             y = sample(
                 policy,
                 batch.ids,
@@ -285,7 +242,8 @@ class PPO:
                 generator=row_generators(cfg.seed, step, batch.rows),
             )
             t1 = time.perf_counter()
-            texts = decode(policy.tokenizer, y.tokens, y.mask)
+            # 2. the judge's scores (the KL penalty follows below)
+            texts = decode_completions(policy.tokenizer, y.tokens, y.mask)
             scores = torch.as_tensor(self.trainer.judge.scores(batch.texts, texts))
             if scores.shape != (len(texts),):
                 raise ValueError(
@@ -293,6 +251,7 @@ class PPO:
                     f"{tuple(scores.shape)} for {len(texts)} completions (one score each)"
                 )
             t2 = time.perf_counter()
+            # 3. old log-probs and values
             out = self.forward(batch.ids, batch.mask, y.tokens, y.mask)
             timings["sample_seconds"] += t1 - t0
             timings["judge_seconds"] += t2 - t1
@@ -344,7 +303,15 @@ class PPO:
             **procs.mean_metrics(timings),
         }
         return Rollout(
-            prompt_ids, prompt_mask, tokens, mask, old, values, advantages, returns, metrics
+            prompt_ids=prompt_ids,
+            prompt_mask=prompt_mask,
+            tokens=tokens,
+            mask=mask,
+            logprobs=old,
+            values=values,
+            advantages=advantages,
+            returns=returns,
+            metrics=metrics,
         )
 
     # ------------------------------------------------------------------ PPO epochs
@@ -389,54 +356,31 @@ class PPO:
         return out
 
     def optimize(self, rollout: Rollout, step: int) -> dict[str, float]:
-        """``ppo_epochs`` shuffled passes of ``mini_batches`` optimizer steps over a rollout.
+        """4. ``ppo_epochs`` shuffled passes of ``mini_batches`` optimizer steps over a rollout.
 
-        Each micro-batch's loss (a token mean) is weighted by its tokens over the mini-batch's
-        tokens on every process, so the summed gradient is the whole mini-batch's."""
+        A mini-batch is cut into micro-batches of at most ``batch_size / grad_accum`` rows, each
+        weighted by its tokens' share of the mini-batch's tokens on every process, so the
+        summed gradient is the whole mini-batch's; metrics are means over the updates."""
         cfg, trainer, procs = self.config, self.trainer, self.trainer.procs
-        size = cfg.batch_size // cfg.mini_batches
-        micro = min(size, max(1, cfg.batch_size // cfg.grad_accum))
-        totals: dict[str, float] = {}
-        norms = 0.0
+        micro = min(cfg.batch_size // cfg.mini_batches, max(1, cfg.batch_size // cfg.grad_accum))
         updates = cfg.ppo_epochs * cfg.mini_batches
         batches = self.minibatches(step, rollout.tokens.device)
-        counts = torch.stack([rollout.mask[index].sum().double() for index in batches])
-        counts = procs.sum(counts).tolist()
-        trainer.optimizer.zero_grad(set_to_none=True)
-        for index, tokens in zip(batches, counts, strict=True):
-            bad = None
-            parts = [index[start : start + micro] for start in range(0, len(index), micro)]
-            if trainer.config.fsdp:  # every process takes part in each sharded forward
-                most = max(procs.objects([len(parts)]))
-                parts += [index.new_zeros(0)] * (most - len(parts))
-            for rows in parts:
-                if not len(rows):  # a process with fewer rows: one row, weight 0
-                    loss, _ = self.losses(rollout.rows(rows.new_zeros(1)))
-                    trainer.backward(loss * 0.0)
-                    continue
-                part = rollout.rows(rows)
-                weight = float(part.mask.sum()) / tokens
-                loss, stats = self.losses(part)
-                if bad or not torch.isfinite(loss):
-                    bad = "loss"
-                    if not trainer.config.fsdp:
-                        break
-                    trainer.backward(loss * 0.0)  # sharded: no process skips a backward alone
-                    continue
-                trainer.backward(loss * weight)
-                for key, value in {"loss": loss.detach(), **stats}.items():
-                    totals[key] = totals.get(key, 0.0) + float(value) * weight / updates
-            if procs.agree(bad):
-                raise NonFiniteError("loss", step)
-            try:
-                norms += trainer.clip_and_step() / updates
-            except NonFiniteError as exc:
-                raise NonFiniteError(exc.quantity, step) from None
-        if procs.many:  # a process may hold no rows of some mini-batches: give every key
-            names = ("loss", "policy_loss", "value_loss", "clip_fraction", "approx_kl")
-            names += ("value_clip_fraction", "entropy")
-            totals = procs.sum_metrics({k: totals.get(k, 0.0) for k in names})
-        return {**totals, "grad_norm": norms}
+        counts = procs.sum(torch.stack([rollout.mask[index].sum().double() for index in batches]))
+
+        def loss_fn(part: MicroBatch) -> tuple[torch.Tensor, dict[str, float]]:
+            loss, stats = self.losses(rollout.rows(part.rows))
+            return loss, {k: float(v) for k, v in stats.items()}
+
+        totals: dict[str, float] = {}
+        for index, tokens in zip(batches, counts.tolist(), strict=True):
+            parts = [
+                MicroBatch(rows, token_share(rollout.mask[rows], tokens))
+                for rows in index.split(micro)
+                if len(rows)
+            ] or [MicroBatch(index.new_zeros(1), 0.0)]  # no rows here: one row, weight 0
+            for key, value in trainer.gradient_step(loss_fn, parts).items():
+                totals[key] = totals.get(key, 0.0) + value / updates
+        return totals
 
     def update(self, chunks: list[PromptBatch], step: int) -> dict[str, float]:
         rollout = self.rollout(chunks, step)
@@ -444,9 +388,9 @@ class PPO:
         metrics = {**rollout.metrics, **self.optimize(rollout, step)}
         metrics["update_seconds"] = time.perf_counter() - t0
         for key, value in metrics.items():
-            if not torch.isfinite(torch.tensor(value)):
-                raise NonFiniteError(key, step)
-        self.kl.update(rollout.metrics["kl"], self.config.batch_size)
+            if not math.isfinite(value):
+                raise NonFiniteError(key)
+        self.kl.update(rollout.metrics["kl"], self.config.batch_size)  # 5. adapt β
         return metrics
 
     # ------------------------------------------------------------------ state

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nlhf.config import option
-from nlhf.train.judge_loop import JudgeTrainConfig, load_training_pairs, summary_line, train_judge
+from nlhf.train.judges import JudgeTrainConfig, train_judge
 
 HEAD_NAMES = ("reward_head", "embed_head", "W")
 
@@ -23,7 +23,7 @@ HEAD_NAMES = ("reward_head", "embed_head", "W")
 class Config(JudgeTrainConfig):
     """Train a pairwise preference model: P(y ≻ y′) = σ(r − r′ + vᵀ(W − Wᵀ)v′)."""
 
-    out: str = option("runs/preference-model", "output folder: model/, metrics.json, checkpoints/")
+    out: str = option("runs/preference-model", "output folder: model/, metrics.json, metrics.jsonl")
     rank: int = option(8, "dimension of the skew-symmetric interaction (0: Bradley–Terry)")
 
     def __post_init__(self) -> None:
@@ -43,10 +43,8 @@ def run(config: Config) -> int:
     from nlhf.models.preference_model import PreferenceModel
 
     set_seed(config.seed)  # before the fresh heads are initialized
-    train, held_out = load_training_pairs(config)
     model = PreferenceModel.from_backbone(
         resolve_model(config.backbone, "encoder"), config.rank, config.max_length
     )
-    metrics = train_judge(config, model, pair_logit, HEAD_NAMES, model.save, train, held_out)
-    print(f"preference model: {summary_line(metrics)}\nsaved to {config.out}/model")
+    train_judge(config, model, pair_logit, HEAD_NAMES, "preference-model")
     return 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nlhf.config import option
-from nlhf.train.judge_loop import JudgeTrainConfig, load_training_pairs, summary_line, train_judge
+from nlhf.train.judges import JudgeTrainConfig, train_judge
 
 HEAD_NAMES = ("classifier", "score")  # the fresh one-output head of *ForSequenceClassification
 
@@ -23,7 +23,7 @@ HEAD_NAMES = ("classifier", "score")  # the fresh one-output head of *ForSequenc
 class Config(JudgeTrainConfig):
     """Train a Bradley–Terry reward model: minimize −log σ(r(x, y_w) − r(x, y_l))."""
 
-    out: str = option("runs/reward-model", "output folder: model/, metrics.json, checkpoints/")
+    out: str = option("runs/reward-model", "output folder: model/, metrics.json, metrics.jsonl")
 
 
 def pair_logit(model, prompts, chosen, rejected):
@@ -39,8 +39,6 @@ def run(config: Config) -> int:
     from nlhf.models.reward_model import RewardModel
 
     set_seed(config.seed)  # before the fresh heads are initialized
-    train, held_out = load_training_pairs(config)
     model = RewardModel.from_backbone(resolve_model(config.backbone, "encoder"), config.max_length)
-    metrics = train_judge(config, model, pair_logit, HEAD_NAMES, model.save, train, held_out)
-    print(f"reward model: {summary_line(metrics)}\nsaved to {config.out}/model")
+    train_judge(config, model, pair_logit, HEAD_NAMES, "reward-model")
     return 0

@@ -1,28 +1,15 @@
-"""Sharding a policy over the processes with PyTorch FSDP2 (every trainer's ``fsdp=true``).
+"""Sharding a policy over the processes with PyTorch FSDP2 (every policy trainer's ``fsdp=true``).
 
     accelerate launch --multi_gpu --num_processes 4 -m nlhf.cli train nash-md ... fsdp=true
 
-Without sharding every process holds the whole model, its gradients and its optimizer state
-(:mod:`nlhf.train.distributed`).  With it each process holds 1/N of them: every decoder layer
-(the classes a transformers model lists in ``_no_split_modules``) and then the whole model go
-through ``torch.distributed.fsdp.fully_shard``, which gathers a layer's weights just before
-its forward or backward and frees them after, and reduce-scatters the gradients.  A frozen
-reference copy (full fine-tuning) is sharded the same way; under LoRA the reference is the
-same sharded model with its adapter off.
+1. every decoder layer (the classes a transformers model lists in ``_no_split_modules``), then
+   the whole model, goes through ``fully_shard``; a frozen reference copy too;
+2. gradients are *summed* over the processes, as without sharding (each process weights its
+   loss by its share of the global batch);
+3. checkpoints keep whole tensors, so a run resumes under any number of processes.
 
-The trainers' loss weighting stays as without sharding: each process scales its loss by its
-share of the global batch and the gradients are *summed* over the processes, so the
-reductions here sum instead of averaging.  Every process must run the same sequence of
-forward and backward passes (each one is a collective), so a process whose share of a batch
-is empty (offline) or holds fewer rows of a PPO mini-batch runs one row with weight 0, and
-the decode loop stops only when every process's rows have ended
-(:mod:`nlhf.models.sampling`).  Parameters outside the sharded model (PPO's value head) stay
-whole on every process; :func:`replicated` names them so the trainer sums their gradients.
-Checkpoints keep whole tensors (weights, optimizer moments, Nash-EMA's average), so a run
-sharded over N processes resumes under any other number, sharded or not.
-
-The helpers below that read or write weights are collectives too: every process calls them,
-and the main process writes what they return.
+Every helper here that reads or writes weights is a collective: every process calls it, the
+main process writes what it returns.  The rules this imposes on trainers: ``docs/distributed.md``.
 """
 
 from __future__ import annotations

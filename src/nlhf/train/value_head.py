@@ -28,13 +28,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from nlhf.models.lm import Caller, hf_model, resolve_model
+from nlhf.models.lm import Caller, as_model, hf_model
 from nlhf.models.logprobs import (
     check_left_padded,
     check_right_padded,
     position_ids_from_mask,
     token_logprobs,
 )
+from nlhf.models.policy import Policy
 
 
 class ValueHead(nn.Module):
@@ -50,9 +51,14 @@ class ValueHead(nn.Module):
         return self.linear(hidden.float()).squeeze(-1)
 
 
+def _causal_lm(model: Any) -> Any:
+    """The causal LM of a :class:`Policy`, or ``model`` itself (a peft or HF causal LM)."""
+    return as_model(model.model if isinstance(model, Policy) else model, "policy")
+
+
 def hidden_size(model: Any) -> int:
     """The width of ``model``'s final hidden states (a Policy, peft or HF causal LM)."""
-    config = hf_model(resolve_model(model, "policy")).config
+    config = hf_model(_causal_lm(model)).config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     size = getattr(text, "hidden_size", None)
     if not isinstance(size, int):
@@ -91,7 +97,7 @@ def logprobs_and_values(
         raise ValueError(f"{prompt_ids.shape[0]} prompts but {completion_ids.shape[0]} completions")
     check_left_padded(prompt_mask, "prompt_mask")
     check_right_padded(completion_mask)
-    model = resolve_model(model, "policy")
+    model = _causal_lm(model)
     steps = completion_ids.shape[1]
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     mask = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)

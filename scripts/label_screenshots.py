@@ -1,11 +1,16 @@
 """The README screenshots of the labeling page and the admin page, from a small demo database.
 
-    python -m nlhf.label.screenshots                 # writes docs/images/label-page.png
-    python -m nlhf.label.screenshots --out docs/images --scale 2
+    python scripts/label_screenshots.py              # writes docs/images/label-page.png
+    python scripts/label_screenshots.py --out docs/images --scale 2
 
 Builds a throw-away database with a few example tasks, has three simulated labelers answer
 most of them (so the admin page shows counts, agreement and comments), serves the app on
-loopback and photographs both pages in headless Chromium (see :mod:`nlhf.label.browser`).
+loopback and photographs both pages in headless Chromium.  The browser driver is the one the
+browser tests use, ``tests/browser.py``: this script puts ``tests/`` on its import path.
+
+Needs the installed package (``pip install -e '.[dev]'``: FastAPI, uvicorn, playwright) and
+Debian's ``/usr/bin/chromium`` (``apt-get install chromium``); without the browser it says
+so and exits with status 1.  Writes ``label-page.png`` and ``label-admin.png``.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from browser import chromium, missing
 from nlhf.label.app import AppSettings, create_app
-from nlhf.label.browser import chromium, missing
 from nlhf.label.server import running_server
 from nlhf.label.store import LabelStore
 from nlhf.label.tasks import TaskInput
@@ -134,7 +141,7 @@ def take(out: Path, scale: float = 1.0) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nlhf.label.screenshots")
+    parser = argparse.ArgumentParser(prog="python scripts/label_screenshots.py")
     parser.add_argument("--out", default="docs/images", help="folder for the PNG files")
     parser.add_argument("--scale", type=float, default=1.0, help="device pixel ratio")
     args = parser.parse_args(argv)

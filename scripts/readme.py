@@ -1,7 +1,17 @@
-"""Put a finished demo run's headline results into the README (between the
-``<!-- demo:lm -->`` markers) and copy its heat map and curves to ``docs/images/``.
+"""Put a finished demo run's headline results into the README and copy its images.
 
-    python -m nlhf.demo.readme runs/demo-20261130-101500 [README.md]
+    python scripts/readme.py runs/demo-20261130-101500             # updates ./README.md
+    python scripts/readme.py runs/demo-20261130-101500 README.md
+
+Fills the block between the ``<!-- demo:lm -->`` and ``<!-- /demo:lm -->`` markers with the
+run's command line, wall time, verdicts, judge table, training table and tournament tables
+(all built by nlhf.demo.report from the run's files), and copies the run's heat map and
+training curves to ``docs/images/demo-heatmap.png`` and ``docs/images/demo-curves.png``
+beside the README.  The run folder is what ``nlhf demo`` (``make demo``) wrote.
+
+Repository tooling, not part of the installed package: it needs the package installed
+(``pip install -e .``) and is run from a checkout.  ``update_readme(run, readme)`` is the
+whole job, for callers that load this file.
 """
 
 from __future__ import annotations
@@ -84,5 +94,13 @@ def update_readme(run: Path, readme: Path) -> None:
     atomic_write_text(readme, pattern.sub(lambda _: f"{BEGIN}\n{block}\n{END}", text))
 
 
+def main(argv: list[str]) -> int:
+    if not 1 <= len(argv) <= 2:
+        print("usage: python scripts/readme.py RUN_FOLDER [README.md]", file=sys.stderr)
+        return 2
+    update_readme(Path(argv[0]), Path(argv[1] if len(argv) > 1 else "README.md"))
+    return 0
+
+
 if __name__ == "__main__":
-    update_readme(Path(sys.argv[1]), Path(sys.argv[2] if len(sys.argv) > 2 else "README.md"))
+    sys.exit(main(sys.argv[1:]))

@@ -1,9 +1,13 @@
 """Headless Chromium for the browser tests and the screenshots: Debian's build, via Playwright.
 
-    from nlhf.label.browser import chromium
-    with chromium() as context:                  # a fresh profile, no network besides the app
-        page = context.new_page()
-        page.goto("http://127.0.0.1:8765/")
+    import browser                               # tests/ is on sys.path under pytest
+    if browser.missing() is None:
+        with browser.chromium() as context:      # a fresh profile, no network besides the app
+            page = context.new_page()
+            page.goto("http://127.0.0.1:8765/")
+
+Used by tests/test_label_browser.py and scripts/label_screenshots.py (which puts tests/ on
+its path); it is test tooling, not part of the installed package.
 
 Playwright's own browser download (``playwright install``) is never used: the browser is the
 system's ``/usr/bin/chromium`` (``apt-get install chromium``; override with $NLHF_CHROMIUM),

@@ -1,0 +1,233 @@
+"""The labeling app's HTML side: an ``APIRouter`` of pages, their forms, admin pages, static files.
+
+    GET  /                    label the next task (→ /login when not signed in)
+    GET  /login               the name form; ``?token=…`` signs in with a token (→ / or /admin)
+    POST /login, /logout      sign in by name (loopback only) / sign out
+    POST /submit              a label from the page's form (→ /)
+    GET  /admin               counts, agreement, per-labeler table, export and tokens
+    GET  /admin/export.jsonl  the preference pairs (``?aggregate=&ties=&min_votes=``)
+    POST /admin/tokens        create a token (the page then shows its sign-in link)
+    POST /admin/revoke        revoke a labeler's token (→ /admin)
+    GET  /static/{name}       app.css, app.js
+
+Every form is ``application/x-www-form-urlencoded`` and carries the page's ``csrf_token``.
+A POST is refused in this order: wrong content type (415), too large (413), not form data
+(400), missing CSRF token (403), then the role (401 not signed in, 403 not the admin).
+Pages are rendered by nlhf.label.pages; errors are pages too (see nlhf.label.errors).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from nlhf.label.deps import GuardDep, IdentityDep, SettingsDep, StoreDep, admin_of
+from nlhf.label.errors import HTTPError
+from nlhf.label.export import ExportOptions, export_rows, to_jsonl
+from nlhf.label.pages import render, static_file
+from nlhf.label.security import Guard, Identity
+from nlhf.label.stats import summarize
+from nlhf.label.store import LabelStore
+
+router = APIRouter()
+
+
+async def read_form(request: Request, max_bytes: int) -> dict[str, str]:
+    """The fields of a urlencoded form body (the first value of each)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        raise HTTPError(415, "Send the form as application/x-www-form-urlencoded.")
+    body = await request.body()
+    if len(body) > max_bytes:
+        raise HTTPError(413, "The form is too large.")
+    try:
+        fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20)
+    except (UnicodeDecodeError, ValueError):
+        raise HTTPError(400, "The form is not valid UTF-8 form data.") from None
+    return {key: values[0] for key, values in fields.items()}
+
+
+def page(guard: Guard, ident: Identity, template: str, **context: Any) -> Response:
+    """A rendered page whose forms carry the visitor's CSRF token (a new session if needed)."""
+    session, cookie = guard.page_session(ident)
+    html = render(
+        template,
+        user=ident.labeler.name if ident.labeler else None,
+        is_admin=ident.admin,
+        csrf_token=guard.csrf_token(session) if session else None,
+        **context,
+    )
+    return guard.with_cookie(HTMLResponse(html), cookie)
+
+
+def admin_page(
+    guard: Guard, ident: Identity, store: LabelStore, k: int, new_token: dict[str, str] | None
+) -> Response:
+    total, complete = store.task_counts(k)
+    summary = summarize(store.label_records(), total, complete)
+    return page(
+        guard,
+        ident,
+        "admin.html",
+        summary=summary,
+        labelers=store.labelers(),
+        k=k,
+        new_token=new_token,
+    )
+
+
+def redirect(target: str) -> RedirectResponse:
+    return RedirectResponse(target, status_code=303)
+
+
+@router.get("/static/{name}")
+def static(name: str) -> Response:
+    found = static_file(name)
+    if found is None:
+        raise HTTPError(404, f"No static file {name!r}.")
+    data, media_type = found
+    return Response(data, media_type=media_type, headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/login")
+def login_page(
+    guard: GuardDep,
+    ident: IdentityDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    token: str | None = None,
+) -> Response:
+    if token is not None:
+        labeler = store.labeler_by_token(token)
+        if labeler is None:
+            raise HTTPError(401, "Unknown or revoked token.")
+        target = "/admin" if labeler.is_admin else "/"
+        return guard.with_cookie(redirect(target), guard.new_session(labeler)[1])
+    if settings.require_tokens:
+        if ident.labeler is not None:
+            return redirect("/")
+        raise HTTPError(401, "Open the sign-in link with your token (/login?token=…).")
+    if ident.labeler is not None:
+        return redirect("/")
+    return page(guard, ident, "login.html")
+
+
+@router.post("/login")
+async def login_form(
+    request: Request, guard: GuardDep, store: StoreDep, settings: SettingsDep
+) -> Response:
+    if settings.require_tokens:
+        raise HTTPError(403, "This server needs a token: open your sign-in link.")
+    form = await read_form(request, settings.max_body_bytes)
+    guard.check_csrf(request, form.get("csrf_token"))
+    labeler = await run_in_threadpool(store.labeler_for_name, form.get("name", ""))
+    return guard.with_cookie(redirect("/"), guard.new_session(labeler)[1])
+
+
+@router.post("/logout")
+async def logout(request: Request, guard: GuardDep, settings: SettingsDep) -> Response:
+    form = await read_form(request, settings.max_body_bytes)
+    guard.check_csrf(request, form.get("csrf_token"))
+    if not settings.require_tokens:
+        return guard.without_cookie(redirect("/login"))
+    html = render(
+        "error.html",
+        status=200,
+        title="Signed out",
+        message="You are signed out. Open your sign-in link to come back.",
+        back=None,
+        user=None,
+        is_admin=False,
+        csrf_token=None,
+    )
+    return guard.without_cookie(HTMLResponse(html))
+
+
+@router.get("/")
+def label_page(
+    guard: GuardDep, ident: IdentityDep, store: StoreDep, settings: SettingsDep
+) -> Response:
+    if ident.labeler is None:
+        return redirect("/login")
+    k = settings.labels_per_task
+    job = store.next_assignment(ident.labeler.id, k, settings.lease_seconds)
+    progress = store.progress(ident.labeler.id, k)
+    return page(guard, ident, "label.html", job=job, progress=progress)
+
+
+@router.post("/submit")
+async def submit_form(
+    request: Request, guard: GuardDep, store: StoreDep, settings: SettingsDep
+) -> Response:
+    form = await read_form(request, settings.max_body_bytes)
+    guard.check_csrf(request, form.get("csrf_token"))
+    labeler = guard.need_labeler(guard.identity(request))
+    raw_id = form.get("assignment_id", "")
+    if not raw_id.isdigit():
+        raise HTTPError(400, f"assignment_id must be a number, got {raw_id[:40]!r}.", back="/")
+    choice = form.get("choice")
+    if not choice:
+        raise HTTPError(400, "Choose A, B, tie or skip before submitting.", back="/")
+    comment, k = form.get("comment", ""), settings.labels_per_task
+    await run_in_threadpool(lambda: store.submit(labeler.id, int(raw_id), choice, comment, k=k))
+    return redirect("/")
+
+
+@router.get("/admin", dependencies=[Depends(admin_of)])
+def admin(guard: GuardDep, ident: IdentityDep, store: StoreDep, settings: SettingsDep) -> Response:
+    return admin_page(guard, ident, store, settings.labels_per_task, None)
+
+
+@router.get("/admin/export.jsonl")
+def export(
+    guard: GuardDep,
+    ident: IdentityDep,
+    store: StoreDep,
+    aggregate: str = "majority",
+    ties: str = "drop",
+    min_votes: int = 1,
+) -> Response:
+    guard.need_admin(ident)  # here, not as a dependency: a malformed query is a 422 first
+    try:
+        options = ExportOptions(aggregate, ties, min_votes)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise HTTPError(400, str(exc), back="/admin") from None
+    return Response(
+        to_jsonl(export_rows(store, options)),
+        media_type="application/jsonl; charset=utf-8",
+        headers={"Content-Disposition": 'attachment; filename="preferences.jsonl"'},
+    )
+
+
+@router.post("/admin/tokens")
+async def create_token(
+    request: Request, guard: GuardDep, store: StoreDep, settings: SettingsDep
+) -> Response:
+    form = await read_form(request, settings.max_body_bytes)
+    guard.check_csrf(request, form.get("csrf_token"))
+    ident = guard.need_admin(guard.identity(request))
+    name = form.get("name", "")
+    admin, replace = bool(form.get("admin")), bool(form.get("replace"))
+    token = await run_in_threadpool(lambda: store.create_token(name, admin=admin, replace=replace))
+    url = f"{str(request.base_url).rstrip('/')}/login?token={token}"
+    new_token = {"name": name.strip(), "url": url, "token": token}
+    k = settings.labels_per_task
+    return await run_in_threadpool(admin_page, guard, ident, store, k, new_token)
+
+
+@router.post("/admin/revoke")
+async def revoke(
+    request: Request, guard: GuardDep, store: StoreDep, settings: SettingsDep
+) -> Response:
+    form = await read_form(request, settings.max_body_bytes)
+    guard.check_csrf(request, form.get("csrf_token"))
+    ident = guard.need_admin(guard.identity(request))
+    name = form.get("name", "")
+    if ident.labeler is not None and ident.labeler.name == name:
+        raise HTTPError(400, "You cannot revoke your own token.", back="/admin")
+    await run_in_threadpool(store.revoke, name)
+    return redirect("/admin")

@@ -1,0 +1,54 @@
+"""The policy-gradient step the Nash trainers share: judge y against y′, the surrogate loss.
+
+    loss, metrics = preference_pg_loss(trainer, batch, y, y_opp, tau)
+
+Given y ~ π_θ (with the sampler's log π and log μ of every token) and an opponent's y′, the
+judge gives P(y ≻ y′ | x) and the loss is :func:`nlhf.losses.nash_md_pg_loss`, whose gradient
+estimates −∇[P(π_θ ≻ opponent) − τ·KL(π_θ‖μ)].  Nash-MD-PG plays the geometric mixture,
+Nash-EMA the moving average of the weights, Nash-MP the last and the look-ahead iterates.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from nlhf.losses import nash_md_pg_loss
+from nlhf.models.text import decode_completions
+
+
+def preference_pg_loss(
+    trainer: Any,
+    batch: Any,
+    y: Any,
+    opponent: Any,
+    tau: float,
+    ref_logprobs: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Judge y against y′; the Nash-MD-PG surrogate loss and its metrics.
+
+    ``ref_logprobs`` (default ``y.ref_logprobs``) is what the KL term compares π_θ with; a
+    caller that regularizes towards several policies passes their weighted log-prob mix.
+    """
+    policy = trainer.policy
+    tok = policy.tokenizer
+    t0 = time.perf_counter()
+    preference = trainer.judge(
+        batch.texts,
+        decode_completions(tok, y.tokens, y.mask),
+        decode_completions(tok, opponent.tokens, opponent.mask),
+    ).to(policy.device)
+    judge_seconds = time.perf_counter() - t0
+    logprobs = policy.logprobs(batch.ids, batch.mask, y.tokens, y.mask)
+    target = y.ref_logprobs if ref_logprobs is None else ref_logprobs
+    loss = nash_md_pg_loss(logprobs, target, y.mask.bool(), preference, tau)
+    kl = (y.policy_logprobs - y.ref_logprobs).sum(-1)
+    return loss, {
+        "win_rate": float(preference.mean()),
+        "kl": float(kl.mean()),
+        "length": float(y.lengths.float().mean()),
+        "opponent_length": float(opponent.lengths.float().mean()),
+        "judge_seconds": judge_seconds,
+    }

@@ -1,0 +1,156 @@
+"""The layer rules of DESIGN.md, checked on every import of ``src/nlhf`` (function-local ones
+included, relative ones resolved) by reading the source with ``ast``; nothing is imported.
+
+    .venv/bin/python -m pytest -q tests/test_layers.py
+
+A rule names a layer (a package or module of nlhf) and the modules it must never import;
+a module may always import its own layer.  A failure lists each forbidden arrow as
+``file:line: importer imports imported``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+@dataclass(frozen=True)
+class Rule:
+    layer: str
+    forbidden: tuple[str, ...]
+    why: str
+
+
+BELOW_THE_COMMAND_LINE = (
+    "losses",
+    "tabular",
+    "data",
+    "models",
+    "train",
+    "control",
+    "eval",
+    "label",
+)
+
+RULES = (
+    Rule("nlhf.losses", ("nlhf",), "losses are pure tensor functions"),
+    Rule("nlhf.tabular", ("torch", "nlhf.models", "nlhf.train"), "the tabular lab is numpy only"),
+    Rule("nlhf.models", ("nlhf.train",), "models know nothing of training"),
+    Rule("nlhf.data", ("nlhf.train", "nlhf.models"), "data knows no models and no training"),
+    Rule("nlhf.eval", ("nlhf.train",), "evaluation never imports training"),
+    Rule("nlhf.label", ("nlhf.train",), "labeling never imports training"),
+    *(
+        Rule(f"nlhf.{layer}", ("nlhf.cli",), "only the command line imports the command line")
+        for layer in BELOW_THE_COMMAND_LINE
+    ),
+)
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def module_name(path: Path, src: Path) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_names(path: Path, module: str) -> list[tuple[int, str, tuple[str, ...]]]:
+    """(line, module, names) of every import statement in the file: ``import a, b`` gives
+    ("", (a, b)), ``from X import y, z`` gives (X, (X.y, X.z)) since y may be a submodule;
+    relative imports are resolved against ``module``'s package."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.append((node.lineno, "", tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = parts[: len(parts) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            found.append((node.lineno, base, tuple(f"{base}.{a.name}" for a in node.names)))
+    return found
+
+
+def violations(src: Path, rules: tuple[Rule, ...] = RULES) -> list[str]:
+    """Every forbidden arrow under ``src/nlhf``, as ``file:line: importer imports name (why)``;
+    ``src`` is the folder that holds the ``nlhf`` package."""
+    broken = []
+    for path in sorted((src / "nlhf").rglob("*.py")):
+        module = module_name(path, src)
+        statements = imported_names(path, module)
+        for rule in rules:
+            if not within(module, rule.layer):
+                continue
+
+            def forbidden(name: str, rule: Rule = rule) -> bool:
+                return not within(name, rule.layer) and any(within(name, f) for f in rule.forbidden)
+
+            for line, base, names in statements:
+                bad = [base] if base and forbidden(base) else [n for n in names if forbidden(n)]
+                where = f"{path.relative_to(src.parent)}:{line}"
+                broken += [f"{where}: {module} imports {name} ({rule.why})" for name in bad]
+    return sorted(set(broken))
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.layer}-{'-'.join(r.forbidden)}")
+def test_no_forbidden_import(rule):
+    broken = violations(SRC, (rule,))
+    assert not broken, "\n".join(broken)
+
+
+def test_the_scan_sees_the_package():
+    modules = {module_name(p, SRC) for p in (SRC / "nlhf").rglob("*.py")}
+    assert {"nlhf.losses", "nlhf.models.sampling", "nlhf.eval.cli"} <= modules
+    bases = {base for _, base, _ in imported_names(SRC / "nlhf/models/sampling.py", "")}
+    assert "nlhf.models.lm" in bases
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    """A package tree ``root/src/nlhf/...``; returns ``root/src``."""
+    for name, text in files.items():
+        path = root / "src" / "nlhf" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "src"
+
+
+def test_the_checker_reports_forbidden_imports(tmp_path):
+    src = write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "cli.py": "import nlhf.train.online\n",  # the command line may import anything
+            "losses.py": "import torch\n\n\ndef f():\n    import nlhf.models.lm\n",
+            "tabular/__init__.py": "",
+            "tabular/games.py": "import numpy\nfrom torch import nn\n",
+            "models/__init__.py": "",
+            "models/policy.py": "from nlhf.data import prompts\nfrom . import text\n",
+            "models/text.py": "",
+            "data/__init__.py": "",
+            "data/prompts.py": "from ..models import text\nfrom . import chat\n",
+            "data/chat.py": "",
+            "eval/__init__.py": "from nlhf import cli\n",
+            "eval/rollouts.py": (
+                "def sample():\n    from nlhf.train.online import row_generators\n"
+            ),
+            "label/sub/__init__.py": "",
+            "label/sub/gen.py": "from ... import train, data\n",
+        },
+    )
+    found = [line.split(" (")[0] for line in violations(src)]
+    assert found == [
+        "src/nlhf/data/prompts.py:1: nlhf.data.prompts imports nlhf.models",
+        "src/nlhf/eval/__init__.py:1: nlhf.eval imports nlhf.cli",
+        "src/nlhf/eval/rollouts.py:2: nlhf.eval.rollouts imports nlhf.train.online",
+        "src/nlhf/label/sub/gen.py:1: nlhf.label.sub.gen imports nlhf.train",
+        "src/nlhf/losses.py:5: nlhf.losses imports nlhf.models.lm",
+        "src/nlhf/tabular/games.py:2: nlhf.tabular.games imports torch",
+    ]
