@@ -4,8 +4,8 @@
 trainer's ``Config``, then its ``run(config)``, which loads the policy from a folder (a tiny
 random GPT-2 saved with ``save_pretrained``), the judge (VADER) or the encoder (a tiny BERT),
 the prompts or the data, trains one step (the judges: one epoch of 8 pairs) and writes its
-outputs.  The other tests build their trainers in code; these catch a ``Config`` and a
-``run`` that do not fit together.
+outputs, every logged metric documented (docs/trainers.md).  The other tests build their
+trainers in code; these catch a ``Config`` and a ``run`` that do not fit together.
 """
 
 import dataclasses
@@ -18,6 +18,7 @@ import pytest
 
 from nlhf.cli import COMMANDS, main
 from tiny_encoder import make_tiny_encoder
+from trainer_docs import logged_metrics
 
 ONLINE = ["nash-md", "nash-ema", "nash-mp", "ppo", "online-dpo"]
 OFFLINE = ["dpo", "ipo", "sft"]
@@ -101,6 +102,9 @@ def test_train_command_runs_one_step_and_writes_what_it_promises(name, assets, t
     assert [r["step"] for r in rows] == list(range(1, len(rows) + 1))
     assert len(rows) == (4 if judge else 1)  # the judges: 8 training pairs, 2 per step
     assert all(math.isfinite(r["loss"]) for r in rows)
+    module = COMMANDS["train"].commands[name].module.rpartition(".")[2]
+    undocumented = {k for r in rows for k in r} - {"step"} - logged_metrics(name, module)
+    assert not undocumented, f"logged, not in docs/trainers.md: {sorted(undocumented)}"
     assert json.loads((out / "config.json").read_text())["out"] == str(out)
     if name not in ONLINE:
         summary = json.loads((out / "metrics.json").read_text())

@@ -449,7 +449,7 @@ def test_judge_trainer_under_two_processes(tmp_path):
     from tiny_encoder import make_tiny_encoder
 
     words = [f"w{i}" for i in range(12)]
-    encoder = make_tiny_encoder(tmp_path / "encoder", words + ["item"], dropout=0.0)
+    encoder = make_tiny_encoder(tmp_path / "encoder", [*words, "item"], dropout=0.0)
     with open(tmp_path / "pairs.jsonl", "w") as f:
         for i in range(14):
             row = {"prompt": f"item w{i}", "chosen": words[i % 6], "rejected": words[6 + i % 6]}

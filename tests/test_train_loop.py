@@ -159,7 +159,7 @@ def test_grad_clip_bounds_each_step_and_zero_turns_it_off(tmp_path):
 
 
 def test_a_head_beside_the_policy_trains_and_checkpoints_with_it(tmp_path):
-    trainer, linear = make(tmp_path, steps=3)
+    trainer, _ = make(tmp_path, steps=3, checkpoint_every=2)
     head = nn.Linear(2, 1)
     trainer.add_parameters(head)
     before = head.weight.detach().clone()
@@ -173,6 +173,8 @@ def test_a_head_beside_the_policy_trains_and_checkpoints_with_it(tmp_path):
     assert not torch.equal(before, head.weight)
     assert len(trainer.optimizer.param_groups) == 2
     assert any(p is head.weight for p in trainer.params)
+    saved = torch.load(tmp_path / "checkpoints" / "step-2" / "state.pt", weights_only=False)
+    assert len(saved["optimizer"]["state"]) == 3  # the policy's weight, the head's two
 
 
 def test_module_gives_heads_their_own_learning_rate():

@@ -118,8 +118,8 @@ def next_assignment(labeler: LabelerDep, store: StoreDep, settings: SettingsDep)
 def label(
     request: Request, body: LabelIn, guard: GuardDep, store: StoreDep, settings: SettingsDep
 ) -> Response:
-    labeler = guard.need_labeler(guard.identity(request))
     guard.check_csrf(request)
+    labeler = guard.need_labeler(guard.identity(request))
     result = store.submit(
         labeler.id, body.assignment_id, body.choice, body.comment, k=settings.labels_per_task
     )

@@ -39,7 +39,6 @@ from nlhf.train.pairs import (
     EpochBatches,
     Objective,
     Share,
-    load_training_pairs,
     train_and_evaluate,
 )
 
@@ -160,11 +159,12 @@ def train_judge(
     logit: PairLogit,
     head_names: tuple[str, ...],
     name: str,
+    pairs: tuple[Any, Any],
 ) -> dict[str, Any]:
-    """Train ``model`` on ``config.data``; save it to ``<out>/model``, say how it did; returns
-    the metrics.json content."""
+    """Train ``model`` on the (train, held-out) ``pairs``; save it to ``<out>/model``, say how
+    it did; returns the metrics.json content."""
     procs = Processes()
-    train, held_out = load_training_pairs(config, config.seed)
+    train, held_out = pairs
     batches = EpochBatches(list(train), config, config.seed, procs, units=lambda p: p.weight)
     trainable = Module(model, model.save, head_names, config.head_lr)
     trainer = Trainer(config, trainable, batches.steps, batches, procs=procs, save_as="model")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from nlhf.config import option
 from nlhf.train.judges import JudgeTrainConfig, train_judge
+from nlhf.train.pairs import load_training_pairs
 
 HEAD_NAMES = ("reward_head", "embed_head", "W")
 
@@ -43,8 +44,9 @@ def run(config: Config) -> int:
     from nlhf.models.preference_model import PreferenceModel
 
     set_seed(config.seed)  # before the fresh heads are initialized
+    pairs = load_training_pairs(config, config.seed)
     model = PreferenceModel.from_backbone(
         resolve_model(config.backbone, "encoder"), config.rank, config.max_length
     )
-    train_judge(config, model, pair_logit, HEAD_NAMES, "preference-model")
+    train_judge(config, model, pair_logit, HEAD_NAMES, "preference-model", pairs)
     return 0

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from nlhf.config import option
 from nlhf.train.judges import JudgeTrainConfig, train_judge
+from nlhf.train.pairs import load_training_pairs
 
 HEAD_NAMES = ("classifier", "score")  # the fresh one-output head of *ForSequenceClassification
 
@@ -39,6 +40,7 @@ def run(config: Config) -> int:
     from nlhf.models.reward_model import RewardModel
 
     set_seed(config.seed)  # before the fresh heads are initialized
+    pairs = load_training_pairs(config, config.seed)
     model = RewardModel.from_backbone(resolve_model(config.backbone, "encoder"), config.max_length)
-    train_judge(config, model, pair_logit, HEAD_NAMES, "reward-model")
+    train_judge(config, model, pair_logit, HEAD_NAMES, "reward-model", pairs)
     return 0
