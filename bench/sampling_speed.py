@@ -49,7 +49,7 @@ from pathlib import Path
 
 import torch
 
-from common import PEER, record
+from common import PEER, ROOT, record
 from nlhf.models import (
     AdapterDisabled,
     Policy,
@@ -381,7 +381,7 @@ def main() -> None:
             "threads": args.threads,
             "dtype": "float32",
             "model": "GPT-2 4x4x256 seed 0",
-            "tokenizer": str(PEER / "tok"),
+            "tokenizer": os.path.relpath(PEER / "tok", ROOT),
         },
         "peer_source": (
             "GeometricMixtureWrapper behaviour re-created from the trl 1.12.0 source "

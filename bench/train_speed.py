@@ -369,7 +369,7 @@ def main() -> None:
             "dtype": "float32",
             "full_fine_tuning": True,
             "models": str(args.models_dir),
-            "tokenizer": str(PEER / "tok"),
+            "tokenizer": os.path.relpath(PEER / "tok", ROOT),
         },
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "wall_s": round(wall, 1),

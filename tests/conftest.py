@@ -17,7 +17,6 @@ found it.
   unless ``TORCHINDUCTOR_CACHE_DIR`` is set already.
 """
 
-import getpass
 import os
 import tempfile
 from pathlib import Path
@@ -55,19 +54,20 @@ def pytest_sessionstart(session):
     for name in [n for n in os.environ if n in LAUNCH_VARIABLES or n.startswith(LAUNCH_PREFIXES)]:
         del os.environ[name]
     _before.update(os.listdir(TEMP))
-    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:  # read when torch._dynamo is imported
-        base = session.config._tmp_path_factory.getbasetemp()
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(base / "torchinductor")
+    factory = getattr(session.config, "_tmp_path_factory", None)  # pytest's, behind tmp_path
+    if factory is not None and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        # read when torch._dynamo is first imported: after this, at collection or later
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(factory.getbasetemp() / "torchinductor")
 
 
 def _pytest_own(config) -> set[str]:
-    """The entries of the temp folder that hold pytest's ``tmp_path`` base."""
-    own = {f"pytest-of-{getpass.getuser()}"}
-    if config.option.basetemp:
-        base = Path(config.option.basetemp).resolve()
-        if base.is_relative_to(TEMP.resolve()) and base != TEMP.resolve():
-            own.add(base.relative_to(TEMP.resolve()).parts[0])
-    return own
+    """The entry of the temp folder that holds pytest's ``tmp_path`` base: ``pytest-of-<user>``
+    (or a ``--basetemp`` inside the temp folder)."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None:
+        return set()
+    base, root = factory.getbasetemp().resolve(), TEMP.resolve()
+    return {base.relative_to(root).parts[0]} if base.is_relative_to(root) else set()
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -43,7 +43,11 @@ class Config(OnlineConfig):
     approximated by policy-gradient steps (a look-ahead step, then the update against it)."""
 
     out: str = option("runs/nash-mp", "output folder: metrics.jsonl, checkpoints/, policy/")
-    tau: float = option(0.05, "KL regularization τ towards the reference (the paper's β)")
+    tau: float = option(
+        0.05,
+        "KL regularization τ towards the reference (the Nash-MP paper's β, the NLHF paper's τ; "
+        "0.05 as in nash-md, where the NLHF paper used 0.008)",
+    )
     eta: float = option(
         2.0, "mirror-prox step size η: each proximal step adds (1/η)·KL(π‖π_k), π_k = last iterate"
     )
