@@ -209,9 +209,14 @@ def test_interrupted_demo_resumes_and_writes_the_report(tmp_path, tiny_models):
 @pytest.mark.slow
 def test_quick_demo_on_the_embedded_models(tmp_path):
     """``nlhf demo --quick`` on SmolLM2 + MiniLM: every stage runs, the judges learn, both
-    policies train for the same budget and move away from the reference, Nash-MD-PG's
-    completions score visibly higher under VADER (which it never trained on) than the
-    reference's, and the report's verdicts match the tournament's numbers."""
+    policies train for the same budget and move away from the reference, and the report's
+    verdicts match the tournament's numbers.
+
+    No gain under VADER is asserted: the quick budget is a time budget, so the number of
+    steps follows the machine's speed (7 or 8 Nash-MD-PG steps on a quiet 2-core machine), and
+    with that few steps at a large learning rate the VADER score of 16 × 2 held-out completions
+    lands anywhere in a wide interval.  Learning is checked on tiny models with fixed step
+    counts (tests/test_train_*.py) and by the full demo (README)."""
     out = tmp_path / "quick"
     result = subprocess.run(
         [sys.executable, "-m", "nlhf.cli", "demo", "--quick", "--no-progress", "--out", str(out)],
@@ -237,8 +242,8 @@ def test_quick_demo_on_the_embedded_models(tmp_path):
         adapter = load_file(out / "policies" / name / "policy" / "adapter_model.safetensors")
         lora_b = [t for key, t in adapter.items() if "lora_B" in key]
         assert lora_b and max(float(t.abs().max()) for t in lora_b) > 0  # B starts at zero
-    vader = {p["name"]: p["scores"]["vader"]["mean"] for p in tournament["policies"]}
-    assert vader["nash-md"] > vader["reference"] + 0.1, vader  # 0.31 vs 0.08 when calibrated
+    kl = {p["name"]: p["kl"]["mean"] for p in tournament["policies"]}
+    assert kl["nash-md"] > 1.0, kl  # Nash-MD-PG's large learning rate moves it visibly
     report = (out / "report.md").read_text()
     estimate = compare(tournament, "vader", "nash-md", "reference")
     assert verdict(estimate, "nash-md", "reference") in report
