@@ -51,6 +51,13 @@ async def read_form(request: Request, max_bytes: int) -> dict[str, str]:
     return {key: values[0] for key, values in fields.items()}
 
 
+async def checked_form(request: Request, guard: Guard, max_bytes: int) -> dict[str, str]:
+    """:func:`read_form`, then the form's CSRF token checked against the visitor's session."""
+    form = await read_form(request, max_bytes)
+    guard.check_csrf(request, form.get("csrf_token"))
+    return form
+
+
 def page(guard: Guard, ident: Identity, template: str, **context: Any) -> Response:
     """A rendered page whose forms carry the visitor's CSRF token (a new session if needed)."""
     session, cookie = guard.page_session(ident)
@@ -122,16 +129,14 @@ async def login_form(
 ) -> Response:
     if settings.require_tokens:
         raise HTTPError(403, "This server needs a token: open your sign-in link.")
-    form = await read_form(request, settings.max_body_bytes)
-    guard.check_csrf(request, form.get("csrf_token"))
+    form = await checked_form(request, guard, settings.max_body_bytes)
     labeler = await run_in_threadpool(store.labeler_for_name, form.get("name", ""))
     return guard.with_cookie(redirect("/"), guard.new_session(labeler)[1])
 
 
 @router.post("/logout")
 async def logout(request: Request, guard: GuardDep, settings: SettingsDep) -> Response:
-    form = await read_form(request, settings.max_body_bytes)
-    guard.check_csrf(request, form.get("csrf_token"))
+    await checked_form(request, guard, settings.max_body_bytes)
     if not settings.require_tokens:
         return guard.without_cookie(redirect("/login"))
     html = render(
@@ -163,8 +168,7 @@ def label_page(
 async def submit_form(
     request: Request, guard: GuardDep, store: StoreDep, settings: SettingsDep
 ) -> Response:
-    form = await read_form(request, settings.max_body_bytes)
-    guard.check_csrf(request, form.get("csrf_token"))
+    form = await checked_form(request, guard, settings.max_body_bytes)
     labeler = guard.need_labeler(guard.identity(request))
     raw_id = form.get("assignment_id", "")
     if not raw_id.isdigit():
@@ -207,8 +211,7 @@ def export(
 async def create_token(
     request: Request, guard: GuardDep, store: StoreDep, settings: SettingsDep
 ) -> Response:
-    form = await read_form(request, settings.max_body_bytes)
-    guard.check_csrf(request, form.get("csrf_token"))
+    form = await checked_form(request, guard, settings.max_body_bytes)
     ident = guard.need_admin(guard.identity(request))
     name = form.get("name", "")
     admin, replace = bool(form.get("admin")), bool(form.get("replace"))
@@ -223,8 +226,7 @@ async def create_token(
 async def revoke(
     request: Request, guard: GuardDep, store: StoreDep, settings: SettingsDep
 ) -> Response:
-    form = await read_form(request, settings.max_body_bytes)
-    guard.check_csrf(request, form.get("csrf_token"))
+    form = await checked_form(request, guard, settings.max_body_bytes)
     ident = guard.need_admin(guard.identity(request))
     name = form.get("name", "")
     if ident.labeler is not None and ident.labeler.name == name:
