@@ -366,20 +366,16 @@ def train_offline(
     return train_and_evaluate(trainer, objective, name)
 
 
-def _say(text: str) -> None:
-    if Processes().is_main:
-        print(text)
-
-
 def run_pairs(config: PairConfig, loss_type: Literal["dpo", "ipo"]) -> int:
     """``nlhf train dpo|ipo``: load the policy and pairs, train, print the held-out summary."""
     torch.manual_seed(config.seed)
     policy = load_policy(config)
     train, held_out = load_pair_split(config, policy.tokenizer if config.chat_template else None)
-    result = train_offline(config, policy, train, held_out, loss_type)
+    trainer, objective = build(config, policy, train, held_out, loss_type)
+    result = train_and_evaluate(trainer, objective, loss_type)
     a, b = result["held_out_start"], result["held_out"]
     low, high = b["accuracy_ci95"]
-    _say(
+    trainer.say(
         f"{loss_type}: {result['steps']} steps on {len(train)} pairs; held-out implicit-reward "
         f"accuracy {a['accuracy']:.3f} → {b['accuracy']:.3f} (95% CI {low:.3f}–{high:.3f}) on "
         f"{b['pairs']} pairs; mean margin {b['reward_margin']:.3f}\n"
@@ -393,9 +389,10 @@ def run_sft(config: OfflineConfig) -> int:
     torch.manual_seed(config.seed)
     policy = load_policy(config)
     train, held_out = load_sft_split(config, policy.tokenizer if config.chat_template else None)
-    result = train_offline(config, policy, train, held_out, "sft")
+    trainer, objective = build(config, policy, train, held_out, "sft")
+    result = train_and_evaluate(trainer, objective, "sft")
     a, b = result["held_out_start"], result["held_out"]
-    _say(
+    trainer.say(
         f"sft: {result['steps']} steps on {len(train)} demonstrations; held-out NLL per token "
         f"{a['nll']:.4f} → {b['nll']:.4f} (perplexity {b['perplexity']:.2f}) on "
         f"{b['tokens']} tokens\npolicy saved to {config.out}/policy"
