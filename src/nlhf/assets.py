@@ -44,6 +44,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
+from nlhf.errors import UserError
+
 #: Bump when the converted policy folder changes layout or content, so old caches are rebuilt.
 POLICY_FORMAT = 1
 #: Marker written last into a built cache folder; a folder without it is not a finished build.
@@ -55,7 +57,7 @@ Role = Literal["policy", "encoder"]
 Converter = Callable[[Path, Path], None]
 
 
-class AssetError(RuntimeError):
+class AssetError(UserError, RuntimeError):
     """An embedded default that cannot be used; the message says which and what to do."""
 
 

@@ -7,18 +7,24 @@
 A command lives in its own module, which defines a ``Config`` dataclass (fields written with
 :func:`nlhf.config.option`) and ``run(config)``.  Only the module of the command being run
 is imported, so ``nlhf --help`` stays fast and heavy libraries load only when needed.
+
+A user error (``nlhf.errors``: bad data, a wrong path, option or port) ends the command with
+one line, ``nlhf <command>: error: <message>``, and exit status 2; ``--debug`` (anywhere on
+the line) or ``NLHF_DEBUG=1`` shows its traceback as well.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
 
 from nlhf import __version__
-from nlhf.config import ConfigError, add_config_arguments, config_from_args
+from nlhf.config import add_config_arguments, config_from_args
+from nlhf.errors import USAGE_EXIT, one_line
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         "(reward model + PPO) and NLHF (preference model + Nash-MD), and measure which wins.",
     )
     parser.add_argument("--version", action="version", version=f"nlhf {__version__}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of a user error too (also NLHF_DEBUG=1); may come anywhere",
+    )
     _build(parser, COMMANDS, _selected_path(argv or []))
     return parser
 
@@ -182,6 +193,8 @@ def _is_override(token: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv or os.environ.get("NLHF_DEBUG", "") not in ("", "0")
+    argv = [token for token in argv if token != "--debug"]
     parser = build_parser(argv)
     # key=value overrides may come anywhere, also after later flags (argparse hands such a
     # second group back as unrecognized)
@@ -192,17 +205,20 @@ def main(argv: list[str] | None = None) -> int:
     if extra and hasattr(args, "overrides"):
         args.overrides = [*(args.overrides or []), *extra]
     command: Command = args._command
+    name = " ".join(["nlhf", *_selected_path(argv)])
     module = command.load()
     try:
         config = config_from_args(module.Config, args)
-    except ConfigError as exc:
-        parser.exit(2, f"nlhf: error: {exc}\n")
-    try:
-        result = module.run(config)
+        return int(module.run(config) or 0)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
-    return int(result or 0)
+    except Exception as exc:
+        message = one_line(exc)
+        if message is None or debug:
+            raise
+        print(f"{name}: error: {message}", file=sys.stderr)
+        return USAGE_EXIT
 
 
 if __name__ == "__main__":

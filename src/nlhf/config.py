@@ -27,6 +27,8 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
+from nlhf.errors import UserError
+
 
 def option(default: Any, help: str, **kwargs: Any) -> Any:
     """A dataclass field with help text; lists and other mutables may be given as defaults."""
@@ -38,7 +40,7 @@ def option(default: Any, help: str, **kwargs: Any) -> Any:
     return dataclasses.field(default=default, metadata={"help": help}, **kwargs)
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config value or file that cannot be used; the message says where and why."""
 
 

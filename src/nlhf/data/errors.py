@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from nlhf.errors import UserError
+
 KINDS = (
     "malformed",  # the row itself cannot be read: bad JSON, wrong number of CSV fields
     "missing_field",  # a required field is absent (or null)
@@ -27,7 +29,7 @@ KINDS = (
 )
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """One bad input row (or file); the message says where (source, row) and what (field, why)."""
 
     def __init__(

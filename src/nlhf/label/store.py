@@ -34,6 +34,7 @@ from typing import Any
 from sqlalchemy import Engine, Row, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from nlhf.errors import UserError
 from nlhf.label import db
 from nlhf.label.db import assignments, labelers, labels, meta, tasks
 from nlhf.label.tasks import TaskInput
@@ -45,7 +46,7 @@ MAX_NAME = 80
 MAX_ID = 2**63  # database integers are signed 64-bit
 
 
-class LabelError(Exception):
+class LabelError(UserError):
     """A request the store refuses; ``status`` is the HTTP status that fits."""
 
     status = 400
