@@ -89,8 +89,9 @@ COMMENTS = {
 }
 
 
-def demo_store(path: str, k: int = 3, seed: int = 0) -> LabelStore:
-    """A database with the demo tasks and simulated labels from three labelers."""
+def demo_store(path: str, k: int = 3, seed: int = 0) -> tuple[LabelStore, str]:
+    """A database with the demo tasks, simulated labels from three labelers, and the sign-in
+    token of the admin whose view the screenshots show."""
     rng = random.Random(seed)
     store = LabelStore(path, rng=rng)
     store.add_tasks(DEMO_TASKS)
@@ -108,23 +109,22 @@ def demo_store(path: str, k: int = 3, seed: int = 0) -> LabelStore:
                        "b": "left" if job.swapped else "right"}.get(wanted, wanted)  # fmt: skip
             comment = COMMENTS[name] if n == 0 else ""
             store.submit(labeler.id, job.id, display, comment, k=k)
-    store.create_token("dana")
-    return store
+    return store, store.create_token("dana", admin=True)
 
 
 def take(out: Path, scale: float = 1.0) -> list[Path]:
     """Write label-page.png and label-admin.png into ``out``; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        store = demo_store(str(Path(tmp) / "demo.sqlite"))
+        store, token = demo_store(str(Path(tmp) / "demo.sqlite"))
         app = create_app(AppSettings(db=store.url, labels_per_task=3), store)
         with running_server(app) as url, chromium(viewport=(1280, 820), scale=scale) as ctx:
             page = ctx.new_page()
             page.set_viewport_size({"width": 1280, "height": 560})
-            page.goto(url + "/login")
-            page.fill("#name", "dana")
+            page.goto(f"{url}/login?token={token}")
             with page.expect_navigation():
-                page.keyboard.press("Enter")
+                page.click("#token-login button")
+            page.goto(url + "/")
             page.keyboard.press("1")
             page.keyboard.press("c")
             page.keyboard.type("Accurate and to the point.")

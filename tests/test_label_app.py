@@ -177,12 +177,15 @@ def test_loopback_mode_refuses_other_host_names(store):
 def test_token_mode_answers_nothing_without_a_token(store):
     admin_token = store.create_token("boss", admin=True)
     ann_token = store.create_token("ann")
-    app = local_app(store, require_tokens=True)
+    app = local_app(store, require_tokens=True, free_token_attempts=1000)
     client = TestClient(app)  # host "testserver": remote use
     paths = {r.path.replace("{name}", "app.css") for r in app.routes if hasattr(r, "methods")}
     paths |= {"/nowhere", "/admin/export.jsonl?ties=half", "/login?token=wrong"}
     for path in sorted(paths):
         for method in ("GET", "POST"):
+            if method == "POST" and path.startswith("/login"):  # the sign-in form, no session
+                assert client.post(path, data={"name": "eve"}).status_code == 403
+                continue
             r = client.request(method, path)
             assert r.status_code == 401, (method, path, r.status_code)
             assert "token" in r.text.lower()
@@ -203,10 +206,18 @@ def test_token_mode_answers_nothing_without_a_token(store):
     assert client.post("/api/login", json={"name": "eve"}, headers=ann).status_code == 403
 
 
+def token_sign_in(client, token):
+    """Open a sign-in link and press its button; returns the POST's response."""
+    link = client.get(f"/login?token={token}", follow_redirects=False)
+    assert link.status_code == 200 and 'id="token-login"' in link.text
+    data = {"token": token, "csrf_token": form_token(link.text)}
+    return client.post("/login", data=data, follow_redirects=False)
+
+
 def test_token_sign_in_link_sets_a_session_that_revocation_ends(store):
     ann_token = store.create_token("ann")
     client = TestClient(local_app(store, require_tokens=True))
-    r = client.get(f"/login?token={ann_token}", follow_redirects=False)
+    r = token_sign_in(client, ann_token)
     assert r.status_code == 303 and r.headers["location"] == "/"
     cookie = r.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie
@@ -226,6 +237,14 @@ def test_admin_page_tokens_and_escaped_names(store):
     page = client.get("/admin").text
     assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img" not in page
     assert "&lt;b&gt;loud&lt;/b&gt; comment" in page
+    # a name session sees the admin page on loopback but may not make tokens
+    assert 'id="token-form"' not in page and 'id="token-note"' in page
+    r = client.post("/admin/tokens", data={"name": "eve", "csrf_token": form_token(page)})
+    assert r.status_code == 403 and store.labelers()[-1].name != "eve"
+    client = TestClient(local_app(store), base_url=LOCAL)
+    assert token_sign_in(client, store.create_token("boss", admin=True)).status_code == 303
+    page = client.get("/admin").text
+    assert 'id="token-form"' in page
     r = client.post(
         "/admin/tokens", data={"name": "bob", "csrf_token": form_token(page), "admin": "1"}
     )
@@ -275,3 +294,114 @@ def test_database_trouble_is_a_503_not_a_500(store, monkeypatch):
     monkeypatch.setattr(store, "submit", locked)
     r = client.post("/api/labels", json={"assignment_id": job, "choice": "left"}, headers=h)
     assert r.status_code == 503 and "nothing was saved" in r.json()["detail"]
+
+
+HOSTILE_FORMS = [
+    {"assignment_id": "²", "choice": "left"},  # a digit to str.isdigit(), not to int()
+    {"assignment_id": "①", "choice": "left"},
+    {"assignment_id": "١", "choice": "left"},  # Arabic-Indic one: int() accepts it
+    {"assignment_id": "9" * 5000, "choice": "left"},  # past int()'s digit limit
+    {"assignment_id": " 1", "choice": "left"},
+    {"assignment_id": "+1", "choice": "left"},
+    {"assignment_id": "1_0", "choice": "left"},
+    {"assignment_id": "0x1", "choice": "left"},
+    {"assignment_id": "", "choice": "left"},
+    {"assignment_id": "1", "choice": "\x00"},
+    {"assignment_id": "1", "choice": "left", "comment": "c" * 6000},
+    {f"f{i}": "x" for i in range(30)},  # more fields than a form has
+]
+
+
+def test_hostile_requests_get_a_4xx_with_the_security_headers(store):
+    client = TestClient(local_app(store), base_url=LOCAL, raise_server_exceptions=False)
+    token = sign_in(client, "ann")
+    answers = []
+    for form in HOSTILE_FORMS:
+        answers.append(client.post("/submit", data={**form, "csrf_token": token}))
+    json_h = {"X-CSRF-Token": token, "Content-Type": "application/json"}
+    bodies = [b"{", b"[]", b"null", b"\xff\xfe", b"[" * 30000]
+    bodies += [b'{"assignment_id": "\xd9\xa1", "choice": "left"}']
+    bodies += [b'{"assignment_id": 1e999, "choice": "left"}']
+    for body in bodies:
+        answers.append(client.post("/api/labels", content=body, headers=json_h))
+    for query in ("min_votes=²", "min_votes=١", "min_votes=" + "9" * 5000, "ties=%00"):
+        answers.append(client.get(f"/admin/export.jsonl?{query}"))
+    answers.append(client.get("/login?token=" + "x" * 5000))
+    answers.append(client.get("/static/%2e%2e%2fapp.py"))
+    for r in answers:
+        assert 400 <= r.status_code < 500, (r.request.url, r.status_code, r.text[:200])
+        assert "default-src 'none'" in r.headers["content-security-policy"], r.request.url
+        assert r.headers["x-frame-options"] == "DENY"
+    assert "more than 20 fields" in answers[len(HOSTILE_FORMS) - 1].text
+    assert client.get("/api/session").status_code == 200  # still serving
+
+
+def test_a_bug_is_a_500_page_with_the_security_headers(store, monkeypatch):
+    client = TestClient(local_app(store), base_url=LOCAL, raise_server_exceptions=False)
+    sign_in(client, "ann")
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(store, "next_assignment", broken)
+    r = client.get("/api/next")
+    assert r.status_code == 500 and "nothing was saved" in r.json()["detail"]
+    assert "default-src 'none'" in r.headers["content-security-policy"]
+
+
+def test_the_json_api_wants_json(store):
+    client = TestClient(local_app(store), base_url=LOCAL)
+    token = sign_in(client, "ann")
+    job = client.get("/api/next").json()["assignment_id"]
+    for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
+        r = client.post(
+            "/api/labels",
+            content=f'{{"assignment_id": {job}, "choice": "left"}}',
+            headers={"X-CSRF-Token": token, "Content-Type": kind},
+        )
+        assert r.status_code == 415 and "application/json" in r.json()["detail"], kind
+
+
+def test_cookies_are_secure_over_https_and_sign_out_clears_them(store):
+    client = TestClient(local_app(store), base_url="https://127.0.0.1")
+    anon = client.get("/api/session")
+    assert "secure" in anon.headers["set-cookie"].lower()
+    plain = TestClient(local_app(store), base_url=LOCAL)
+    assert "secure" not in plain.get("/api/session").headers["set-cookie"].lower()
+    token = sign_in(plain, "ann")
+    r = plain.post("/logout", data={"csrf_token": token}, follow_redirects=False)
+    gone = r.headers["set-cookie"].lower()
+    assert "max-age=0" in gone and "httponly" in gone and "samesite=strict" in gone
+
+
+def test_a_copied_sign_out_cookie_stays_signed_out(store):
+    client = TestClient(local_app(store), base_url=LOCAL)
+    token = sign_in(client, "ann")
+    cookie = client.cookies.get("nlhf_label_session")
+    assert client.post("/logout", data={"csrf_token": token}).status_code == 200
+    replay = TestClient(local_app(store), base_url=LOCAL, cookies={"nlhf_label_session": cookie})
+    assert replay.get("/api/session").json()["labeler"] is None
+    assert replay.get("/api/next").status_code == 401
+
+
+def test_admin_comments_show_invisible_characters_as_marks(store):
+    client = TestClient(local_app(store), base_url=LOCAL)
+    h = {"X-CSRF-Token": sign_in(client, "ann")}
+    job = client.get("/api/next").json()["assignment_id"]
+    comment = "fine \u202eetirovaf\u202c zero\u200bwidth"
+    body = {"assignment_id": job, "choice": "left", "comment": comment}
+    assert client.post("/api/labels", json=body, headers=h).status_code == 201
+    page = client.get("/admin").text
+    assert "\u202e" not in page and "\u200b" not in page
+    assert "fine ⟨U+202E⟩etirovaf⟨U+202C⟩ zero⟨U+200B⟩width" in page
+    assert store.label_records()[0].comment == comment  # stored and exported as given
+
+
+def test_a_login_link_from_another_site_signs_nobody_in(store):
+    ann = store.create_token("ann")
+    client = TestClient(local_app(store, require_tokens=True))
+    r = client.get(f"/login?token={ann}", follow_redirects=False)
+    assert r.status_code == 200 and client.get("/api/next").status_code == 401
+    # the button's POST needs the page's CSRF token, which another site cannot read
+    r = client.post("/login", data={"token": ann}, follow_redirects=False)
+    assert r.status_code == 403 and client.get("/api/next").status_code == 401

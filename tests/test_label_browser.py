@@ -142,6 +142,9 @@ def test_token_mode_page_needs_the_sign_in_link(context, tmp_path):
         assert "token is required" in page.inner_text("#message")
         assert page.locator("#label-form").count() == 0
         page.goto(f"{url}/login?token={token}")
+        assert "Sign in as bob" in page.inner_text("h2")  # the link itself signs no one in
+        with page.expect_navigation():
+            page.click("#token-login button")
         assert page.url == url + "/"  # the token is not left in the address bar
         assert page.inner_text("#who") == "bob"
         page.keyboard.press("2")

@@ -109,10 +109,12 @@ def test_add_command_generates_tasks(models, tmp_path, capsys):
 
 
 def test_add_command_reports_a_missing_model(tmp_path, capsys):
+    from nlhf import cli
+
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "a"}\n')
-    config = add_cli.Config(
-        db=str(tmp_path / "l.sqlite"), policy=str(tmp_path / "nope"), prompts=str(prompts)
-    )
-    assert add_cli.run(config) == 1
-    assert "cannot load" in capsys.readouterr().err
+    args = ["--db", str(tmp_path / "l.sqlite"), "--policy", str(tmp_path / "nope")]
+    assert cli.main(["label", "add", *args, "--prompts", str(prompts)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nlhf label add: error: ") and "cannot load" in err
+    assert err.count("\n") == 1

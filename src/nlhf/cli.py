@@ -122,6 +122,10 @@ COMMANDS: dict[str, Command | Group] = {
             "tokens": Command(
                 "nlhf.label.tokens_cli", "List, create and revoke labeler and admin tokens."
             ),
+            "keys": Command(
+                "nlhf.label.keys_cli",
+                "Show or rotate the key that signs session cookies (--rotate: all sign out).",
+            ),
         },
     ),
     "tabular": Command(
@@ -213,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of our output went away (`… | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as exc:
         message = one_line(exc)
         if message is None or debug:

@@ -15,13 +15,11 @@ Adding the same task twice stores it once.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nlhf.config import option
-from nlhf.data import DataError, PromptColumn, load_prompts
-from nlhf.label.serve_cli import DB_HELP
+from nlhf.data import PromptColumn, load_prompts
 from nlhf.label.store import LabelStore
 from nlhf.label.tasks import TaskColumns, TaskInput, read_tasks
 
@@ -31,7 +29,9 @@ class Config:
     """Add comparison tasks (prompt, response A, response B) to the labeling database, from
     --input, or sampled from --policy (and --opponent) on --prompts."""
 
-    db: str = option("labels.sqlite", DB_HELP)
+    db: str = option(
+        "labels.sqlite", "labeling database: a SQLite file (created if missing) or a SQLAlchemy URL"
+    )
     input: str = option("", "file of tasks (.jsonl, .json, .csv, .tsv, optionally .gz)")
     prompt_field: str = option("prompt", "field holding the prompt (in --input and --prompts)")
     a_field: str = option("response_a", "field holding response A in --input")
@@ -91,28 +91,29 @@ def generated_tasks(config: Config) -> tuple[list[TaskInput], str]:
     return tasks, note
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def run(config: Config) -> int:
-    try:
-        if config.input:
-            columns = TaskColumns(
-                prompt=config.prompt_field, response_a=config.a_field, response_b=config.b_field
-            )
-            tasks, skipped = read_tasks(config.input, columns, skip_bad_rows=config.skip_bad_rows)
-            name = Path(config.input).name
-            tasks = [replace(t, source=config.source or t.source or name) for t in tasks]
-            note = f"{len(tasks)} rows read" + (f", {skipped.summary()}" if skipped else "")
-        else:
-            tasks, note = generated_tasks(config)
-    except (DataError, OSError) as exc:
-        print(f"nlhf label add: error: {exc}", file=sys.stderr)
-        return 1
-    store = LabelStore(config.db)
+    if config.input:
+        columns = TaskColumns(
+            prompt=config.prompt_field, response_a=config.a_field, response_b=config.b_field
+        )
+        tasks, skipped = read_tasks(config.input, columns, skip_bad_rows=config.skip_bad_rows)
+        name = Path(config.input).name
+        tasks = [replace(t, source=config.source or t.source or name) for t in tasks]
+        note = f"{len(tasks)} rows read" + (f", {skipped.summary()}" if skipped else "")
+    else:
+        tasks, note = generated_tasks(config)
+    store = LabelStore(config.db, create=True)
     try:
         added, existing = store.add_tasks(tasks)
         total, _ = store.task_counts(1)
     finally:
         store.close()
     print(
-        f"nlhf label add: {added} tasks added, {existing} already present ({note}); {total} in all"
+        f"nlhf label add: {plural(added, 'task')} added, {existing} already present ({note}); "
+        f"{total} in all"
     )
     return 0

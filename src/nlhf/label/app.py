@@ -10,11 +10,16 @@ Pages and forms are in ``routes_pages`` (``/``, ``/login``, ``/admin``, …), th
 (nlhf.label.security) admits the request and records who sent it.
 
 Access.  Without ``require_tokens`` (the server listens on loopback) a labeler signs in with
-a name, the admin page is open to every local visitor, and requests whose ``Host`` is not a
-loopback name are refused (a web page cannot reach the app by DNS rebinding).  With
+a name, the admin page (counts, export) is open to every local visitor, and requests whose
+``Host`` is not a loopback name are refused (a web page cannot reach the app by DNS
+rebinding); creating or revoking tokens needs an admin token even there.  With
 ``require_tokens`` every request, pages, API and static files alike, needs a token: a
-sign-in link ``/login?token=…`` (sets a session cookie) or ``Authorization: Bearer …``;
-otherwise 401.  Admin pages need an admin token (403 for labelers).
+sign-in link ``/login?token=…`` (a page whose button signs in and sets a session cookie) or
+``Authorization: Bearer …``; otherwise 401.  Admin pages need an admin token (403 for
+labelers).  Wrong tokens are counted per client and slow it down (429).
+
+Limits.  A request body is counted as it arrives and refused past ``max_body_bytes`` (413);
+a request waits at most ``busy_seconds`` for the database (then 503 with Retry-After).
 
 Forgery.  Cookies are HttpOnly and SameSite=Strict; every state-changing request made with
 a session cookie must carry the session's CSRF token (form field ``csrf_token`` or header
@@ -35,6 +40,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from nlhf.label import errors, routes_api, routes_pages
 from nlhf.label.errors import HTTPError, error_response, secured
+from nlhf.label.keys import KeyFile
+from nlhf.label.limits import BodyLimit, Throttle
 from nlhf.label.security import Guard
 from nlhf.label.settings import AppSettings
 from nlhf.label.store import LabelError, LabelStore
@@ -44,12 +51,16 @@ __all__ = ["AppSettings", "create_app"]
 
 def create_app(settings: AppSettings, store: LabelStore | None = None) -> FastAPI:
     """The ASGI app for ``settings`` (opens the database unless a ``store`` is given)."""
-    store = store or LabelStore(settings.db)
+    store = store or LabelStore(settings.db, busy_seconds=settings.busy_seconds)
+    keys = KeyFile.for_db(store.url, settings.key_file)
+    keys.current()  # a missing or unusable key fails here, not on the first request
     guard = Guard(
         store,
+        keys,
         require_tokens=settings.require_tokens,
         secure_cookies=settings.secure_cookies,
-        max_body_bytes=settings.max_body_bytes,
+        session_seconds=settings.session_days * 86400,
+        throttle=Throttle(free=settings.free_token_attempts),
     )
     # The routers' routes are mounted as they are, so that ``app.routes`` lists every route
     # with its path and methods (``include_router`` adds one opaque entry per router).
@@ -66,12 +77,15 @@ def create_app(settings: AppSettings, store: LabelStore | None = None) -> FastAP
     async def admit(request: Request, call_next: Any) -> Response:
         refused = await guard.admit(request)
         if refused is not None:
-            return error_response(request, refused.status, refused.message)
+            return error_response(request, refused.status, refused.message, None, refused.headers)
         return secured(await call_next(request))
+
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, refuse=error_response)
 
     app.add_exception_handler(HTTPError, errors.on_http_error)
     app.add_exception_handler(LabelError, errors.on_label_error)
     app.add_exception_handler(StarletteHTTPException, errors.on_starlette_error)
     app.add_exception_handler(OperationalError, errors.on_database_error)
     app.add_exception_handler(RequestValidationError, errors.on_validation_error)
+    app.add_exception_handler(Exception, errors.on_bug)
     return app

@@ -5,13 +5,15 @@
     engine = connect("postgresql+psycopg://user@host/labels")
 
 Tables: ``tasks`` (a prompt and two responses, A and B), ``labelers`` (names, hashed tokens,
-admin flag), ``assignments`` (a task shown to a labeler, with the side A was shown on) and
-``labels`` (one judgement per assignment: a, b, tie or skip, in the task's own A/B terms).
+admin flag), ``assignments`` (a task shown to a labeler, with the side A was shown on),
+``labels`` (one judgement per assignment: a, b, tie or skip, in the task's own A/B terms) and
+``sessions`` (signed-in browser sessions: hashed nonce, how they were opened, expiry, end).
 Unique constraints make the guarantees hold in the database itself: one assignment and one
 label per (task, labeler), one label per assignment.
 
 SQLite is set up for several concurrent writers and for crashes: WAL journal with
-``synchronous=FULL`` (a commit is on disk before it is acknowledged), a busy timeout, foreign
+``synchronous=FULL`` (a commit is on disk before it is acknowledged), a busy timeout (how long
+a writer waits for another process's lock before giving up; short in the server), foreign
 keys on, and every transaction that may write opened with ``BEGIN IMMEDIATE`` so that
 read-then-write sequences (assigning a task, counting its labels) are serialized instead of
 failing with "database is locked" half-way; transactions that only read (engines from
@@ -42,7 +44,7 @@ from sqlalchemy import (
     event,
 )
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: sessions table; the cookie key left the database
 READ_ONLY = "nlhf_read_only"  # execution option: a transaction that only reads
 CHOICES = ("a", "b", "tie", "skip")
 
@@ -109,6 +111,20 @@ labels = Table(
 )
 Index("ix_labels_task", labels.c.task_id)
 
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("digest", String(64), nullable=False, unique=True),  # sha256 of the cookie's nonce
+    Column("labeler_id", Integer, ForeignKey("labelers.id"), nullable=False),
+    Column("mode", String(8), nullable=False),  # token | name: how the session was opened
+    Column("token_tag", String(12), nullable=False),  # the token's tag then ("-" for name)
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("ended_at", Float, nullable=True),  # signed out, revoked or keys rotated
+)
+Index("ix_sessions_expires", sessions.c.expires_at)
+
 
 def database_url(db: str | Path) -> str:
     """A SQLAlchemy URL: ``db`` as given when it has a scheme, else a SQLite file path."""
@@ -118,13 +134,13 @@ def database_url(db: str | Path) -> str:
     return f"sqlite:///{Path(text).expanduser().resolve()}"
 
 
-def _sqlite_setup(engine: Engine) -> None:
+def _sqlite_setup(engine: Engine, busy_seconds: float) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy's "begin" event below decide how transactions start.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA busy_timeout = 30000")
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_seconds * 1000)}")
         cursor.execute("PRAGMA foreign_keys = ON")
         if engine.url.database not in (None, "", ":memory:"):
             cursor.execute("PRAGMA journal_mode = WAL")
@@ -137,13 +153,18 @@ def _sqlite_setup(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
 
 
-def connect(url: str, *, create: bool = True, **engine_kwargs: Any) -> Engine:
-    """An engine for ``url`` (see :func:`database_url`); creates missing tables if ``create``."""
+def connect(
+    url: str, *, create: bool = True, busy_seconds: float = 30.0, **engine_kwargs: Any
+) -> Engine:
+    """An engine for ``url`` (see :func:`database_url`); creates missing tables if ``create``.
+    ``busy_seconds``: how long a SQLite writer waits for another process's lock."""
     if url.startswith("sqlite"):
-        engine_kwargs.setdefault("connect_args", {"check_same_thread": False, "timeout": 30})
+        engine_kwargs.setdefault(
+            "connect_args", {"check_same_thread": False, "timeout": busy_seconds}
+        )
     engine = create_engine(url, **engine_kwargs)
     if engine.dialect.name == "sqlite":
-        _sqlite_setup(engine)
+        _sqlite_setup(engine, busy_seconds)
     if create:
         metadata.create_all(engine)
     return engine

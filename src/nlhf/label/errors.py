@@ -8,8 +8,10 @@ Errors are 4xx with a message: JSON ``{"detail": …}`` under ``/api``, an HTML 
 "back" link when one is given) elsewhere; a 401 page carries ``WWW-Authenticate: Bearer``.
 The ``on_*`` functions are the exception handlers ``create_app`` installs: ``HTTPError``
 from routes and the guard, ``LabelError`` from the store (404 unknown assignment, 409
-double or late submission, 400 bad input), Starlette's own HTTP errors (404, 405),
-validation errors (422) and database errors (503: nothing was saved; retry).
+double or late submission, 400 bad input, 503 busy), Starlette's own HTTP errors (404, 405),
+validation errors (422), database errors (503: nothing was saved; retry) and, for a bug,
+anything else (500, logged, with the same headers as every page).  A 503 carries
+``Retry-After``; so does a 429 (too many wrong tokens).
 
 ``secured`` adds the Content-Security-Policy and the other security headers to a response
 (the app's middleware applies it to every answer).
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+RETRY_AFTER_BUSY = 1  # seconds a client is asked to wait after a 503
+
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -55,6 +59,8 @@ TITLES = {
     413: "Request too large",
     415: "Unsupported content type",
     422: "Malformed request",
+    429: "Too many attempts",
+    500: "Server error",
     503: "Busy",
 }
 
@@ -62,9 +68,16 @@ TITLES = {
 class HTTPError(Exception):
     """A refusal with its status, message and (for pages) the link back."""
 
-    def __init__(self, status: int, message: str, back: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        back: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.back = status, message, back
+        self.headers = headers or {}
 
 
 def secured(response: Response) -> Response:
@@ -74,11 +87,20 @@ def secured(response: Response) -> Response:
 
 
 def error_response(
-    request: Request, status: int, message: str, back: str | None = None
+    request: Request,
+    status: int,
+    message: str,
+    back: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Response:
     """JSON under ``/api/``, an error page elsewhere (naming the visitor when known)."""
+    headers = dict(headers or {})
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if status == 503:
+        headers.setdefault("Retry-After", str(RETRY_AFTER_BUSY))
     if request.url.path.startswith("/api/"):
-        return secured(JSONResponse({"detail": message}, status_code=status))
+        return secured(JSONResponse({"detail": message}, status_code=status, headers=headers))
     ident: Identity | None = getattr(request.state, "ident", None)
     html = render(
         "error.html",
@@ -90,12 +112,11 @@ def error_response(
         is_admin=bool(ident and ident.admin and ident.labeler),
         csrf_token=None,
     )
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return secured(HTMLResponse(html, status_code=status, headers=headers))
 
 
 async def on_http_error(request: Request, exc: HTTPError) -> Response:
-    return error_response(request, exc.status, exc.message, exc.back)
+    return error_response(request, exc.status, exc.message, exc.back, exc.headers)
 
 
 async def on_label_error(request: Request, exc: LabelError) -> Response:
@@ -111,6 +132,11 @@ async def on_database_error(request: Request, exc: OperationalError) -> Response
     return error_response(
         request, 503, "The database is busy or unavailable; nothing was saved. Try again."
     )
+
+
+async def on_bug(request: Request, exc: Exception) -> Response:
+    log.error("error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(request, 500, "Something went wrong on the server; nothing was saved.")
 
 
 async def on_validation_error(request: Request, exc: RequestValidationError) -> Response:

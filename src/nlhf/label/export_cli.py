@@ -43,7 +43,7 @@ class Config:
 
 
 def run(config: Config) -> int:
-    store = LabelStore(config.db)
+    store = LabelStore(config.db, create=False)
     try:
         options = ExportOptions(config.aggregate, config.ties, config.min_votes)
         rows = write_export(store, config.out, options)

@@ -4,7 +4,9 @@ Prompts, responses, comments and labeler names are untrusted text.  Every templa
 rendered with autoescaping on (``<script>`` in a completion reaches the browser as
 ``&lt;script&gt;`` and shows as text), nothing is marked safe, and the pages load only
 ``/static/app.css`` and ``/static/app.js`` from this package: no inline script, no CDN, so
-the Content-Security-Policy the app sends can forbid everything else.
+the Content-Security-Policy the app sends can forbid everything else.  In the admin's
+tables, invisible format characters (bidi overrides, zero-width spaces) are shown as
+``⟨U+202E⟩`` marks, so a comment cannot disguise itself or the rows around it.
 
     from nlhf.label.pages import render, static_file
     html = render("label.html", job=assignment, progress=progress, csrf_token=token)
@@ -13,6 +15,7 @@ the Content-Security-Policy the app sends can forbid everything else.
 from __future__ import annotations
 
 import math
+import unicodedata
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -39,6 +42,17 @@ def _percent(value: Any) -> str:
     return f"{100 * value:.0f}%"
 
 
+def _visible(text: Any) -> str:
+    """``text`` with every control or format character but line breaks and tabs shown as
+    ``⟨U+XXXX⟩`` (the marks are plain text; autoescaping still applies)."""
+    return "".join(
+        f"⟨U+{ord(ch):04X}⟩"
+        if unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\n\t"
+        else ch
+        for ch in str(text)
+    )
+
+
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -50,6 +64,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["num"] = _number
     env.filters["pct"] = _percent
+    env.filters["visible"] = _visible
     env.globals["choice_names"] = CHOICE_NAMES
     return env
 

@@ -10,8 +10,9 @@
 
 A script signs in with ``GET /api/session`` (its ``csrf_token``) then ``POST /api/login``
 with ``X-CSRF-Token``, keeping the cookie; or sends ``Authorization: Bearer <token>`` and
-needs no CSRF token.  A POST is refused in this order: malformed body (422), missing CSRF
-token (403), not signed in (401).  Errors are ``{"detail": …}`` (see nlhf.label.errors).
+needs no CSRF token.  A POST is refused in this order: too large (413), not
+``application/json`` (415), malformed body (422), missing CSRF token (403), not signed in
+(401).  Errors are ``{"detail": …}`` (see nlhf.label.errors).
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ def jsonable(value: Any) -> Any:
 
 
 @router.get("/api/session")
-def session(guard: GuardDep, ident: IdentityDep, settings: SettingsDep) -> Response:
+def session(
+    request: Request, guard: GuardDep, ident: IdentityDep, settings: SettingsDep
+) -> Response:
     body: dict[str, Any] = {
         "labeler": ident.labeler.name if ident.labeler else None,
         "admin": ident.admin,
@@ -79,7 +82,7 @@ def session(guard: GuardDep, ident: IdentityDep, settings: SettingsDep) -> Respo
     current, cookie = guard.page_session(ident)
     if current is not None:
         body["csrf_token"] = guard.csrf_token(current)
-    return guard.with_cookie(JSONResponse(body), cookie)
+    return guard.with_cookie(request, JSONResponse(body), cookie)
 
 
 @router.post("/api/login")
@@ -90,9 +93,9 @@ def login(
         raise HTTPError(403, "This server needs a token: send 'Authorization: Bearer <token>'.")
     guard.check_csrf(request)
     labeler = store.labeler_for_name(body.name)
-    new, cookie = guard.new_session(labeler)
+    new, cookie = guard.new_session(labeler, "name")
     answer = {"labeler": labeler.name, "csrf_token": guard.csrf_token(new)}
-    return guard.with_cookie(JSONResponse(answer), cookie)
+    return guard.with_cookie(request, JSONResponse(answer), cookie)
 
 
 @router.get("/api/next")

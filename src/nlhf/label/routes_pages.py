@@ -1,8 +1,8 @@
 """The labeling app's HTML side: an ``APIRouter`` of pages, their forms, admin pages, static files.
 
     GET  /                    label the next task (→ /login when not signed in)
-    GET  /login               the name form; ``?token=…`` signs in with a token (→ / or /admin)
-    POST /login, /logout      sign in by name (loopback only) / sign out
+    GET  /login               the name form; ``?token=…``: a page whose button signs in
+    POST /login, /logout      sign in with a token, or by name (loopback only) / sign out
     POST /submit              a label from the page's form (→ /)
     GET  /admin               counts, agreement, per-labeler table, export and tokens
     GET  /admin/export.jsonl  the preference pairs (``?aggregate=&ties=&min_votes=``)
@@ -11,8 +11,10 @@
     GET  /static/{name}       app.css, app.js
 
 Every form is ``application/x-www-form-urlencoded`` and carries the page's ``csrf_token``.
-A POST is refused in this order: wrong content type (415), too large (413), not form data
-(400), missing CSRF token (403), then the role (401 not signed in, 403 not the admin).
+A POST is refused in this order: too large (413), wrong content type (415), not form data
+(400), missing CSRF token (403), then the role (401 not signed in, 403 not the admin; token
+forms need an admin who came with a token).  A sign-in link only shows a page: a link sent
+from another site cannot sign anyone in, since the button's form carries the CSRF token.
 Pages are rendered by nlhf.label.pages; errors are pages too (see nlhf.label.errors).
 """
 
@@ -29,36 +31,50 @@ from nlhf.label.deps import GuardDep, IdentityDep, SettingsDep, StoreDep, admin_
 from nlhf.label.errors import HTTPError
 from nlhf.label.export import ExportOptions, export_rows, to_jsonl
 from nlhf.label.pages import render, static_file
-from nlhf.label.security import Guard, Identity
+from nlhf.label.security import Guard, Identity, media_type
 from nlhf.label.stats import summarize
 from nlhf.label.store import LabelStore
 
 router = APIRouter()
 
 
-async def read_form(request: Request, max_bytes: int) -> dict[str, str]:
-    """The fields of a urlencoded form body (the first value of each)."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "application/x-www-form-urlencoded":
+MAX_FIELDS = 20
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """The fields of a urlencoded form body (the first value of each); the body's size was
+    checked as it arrived (nlhf.label.limits.BodyLimit)."""
+    if media_type(request.headers) != "application/x-www-form-urlencoded":
         raise HTTPError(415, "Send the form as application/x-www-form-urlencoded.")
     body = await request.body()
-    if len(body) > max_bytes:
-        raise HTTPError(413, "The form is too large.")
     try:
-        fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20)
-    except (UnicodeDecodeError, ValueError):
-        raise HTTPError(400, "The form is not valid UTF-8 form data.") from None
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HTTPError(400, "The form is not valid UTF-8.") from None
+    try:
+        fields = parse_qs(text, keep_blank_values=True, max_num_fields=MAX_FIELDS)
+    except ValueError:
+        raise HTTPError(400, f"The form has more than {MAX_FIELDS} fields.") from None
     return {key: values[0] for key, values in fields.items()}
 
 
-async def checked_form(request: Request, guard: Guard, max_bytes: int) -> dict[str, str]:
+async def checked_form(request: Request, guard: Guard) -> dict[str, str]:
     """:func:`read_form`, then the form's CSRF token checked against the visitor's session."""
-    form = await read_form(request, max_bytes)
+    form = await read_form(request)
     guard.check_csrf(request, form.get("csrf_token"))
     return form
 
 
-def page(guard: Guard, ident: Identity, template: str, **context: Any) -> Response:
+def number(raw: str, name: str) -> int:
+    """A form field holding a positive whole number in ASCII digits, else 400."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 40:
+        raise HTTPError(400, f"{name} must be a number, got {raw[:40]!r}.", back="/")
+    return int(raw)
+
+
+def page(
+    request: Request, guard: Guard, ident: Identity, template: str, **context: Any
+) -> Response:
     """A rendered page whose forms carry the visitor's CSRF token (a new session if needed)."""
     session, cookie = guard.page_session(ident)
     html = render(
@@ -68,15 +84,21 @@ def page(guard: Guard, ident: Identity, template: str, **context: Any) -> Respon
         csrf_token=guard.csrf_token(session) if session else None,
         **context,
     )
-    return guard.with_cookie(HTMLResponse(html), cookie)
+    return guard.with_cookie(request, HTMLResponse(html), cookie)
 
 
 def admin_page(
-    guard: Guard, ident: Identity, store: LabelStore, k: int, new_token: dict[str, str] | None
+    request: Request,
+    guard: Guard,
+    ident: Identity,
+    store: LabelStore,
+    k: int,
+    new_token: dict[str, str] | None,
 ) -> Response:
     total, complete = store.task_counts(k)
     summary = summarize(store.label_records(), total, complete)
     return page(
+        request,
         guard,
         ident,
         "admin.html",
@@ -84,6 +106,7 @@ def admin_page(
         labelers=store.labelers(),
         k=k,
         new_token=new_token,
+        manages_tokens=ident.manages_tokens,
     )
 
 
@@ -102,6 +125,7 @@ def static(name: str) -> Response:
 
 @router.get("/login")
 def login_page(
+    request: Request,
     guard: GuardDep,
     ident: IdentityDep,
     store: StoreDep,
@@ -109,36 +133,38 @@ def login_page(
     token: str | None = None,
 ) -> Response:
     if token is not None:
-        labeler = store.labeler_by_token(token)
-        if labeler is None:
-            raise HTTPError(401, "Unknown or revoked token.")
-        target = "/admin" if labeler.is_admin else "/"
-        return guard.with_cookie(redirect(target), guard.new_session(labeler)[1])
-    if settings.require_tokens:
-        if ident.labeler is not None:
-            return redirect("/")
-        raise HTTPError(401, "Open the sign-in link with your token (/login?token=…).")
+        labeler = guard.token_labeler(request, token)
+        return page(request, guard, ident, "login.html", token=token, token_name=labeler.name)
     if ident.labeler is not None:
         return redirect("/")
-    return page(guard, ident, "login.html")
+    if settings.require_tokens:
+        raise HTTPError(401, "Open the sign-in link with your token (/login?token=…).")
+    return page(request, guard, ident, "login.html", token=None, token_name=None)
 
 
 @router.post("/login")
 async def login_form(
     request: Request, guard: GuardDep, store: StoreDep, settings: SettingsDep
 ) -> Response:
-    if settings.require_tokens:
+    form = await checked_form(request, guard)
+    if form.get("token"):
+        labeler = await run_in_threadpool(guard.token_labeler, request, form["token"])
+        mode, target = "token", "/admin" if labeler.is_admin else "/"
+    elif settings.require_tokens:
         raise HTTPError(403, "This server needs a token: open your sign-in link.")
-    form = await checked_form(request, guard, settings.max_body_bytes)
-    labeler = await run_in_threadpool(store.labeler_for_name, form.get("name", ""))
-    return guard.with_cookie(redirect("/"), guard.new_session(labeler)[1])
+    else:
+        labeler = await run_in_threadpool(store.labeler_for_name, form.get("name", ""))
+        mode, target = "name", "/"
+    _, cookie = await run_in_threadpool(guard.new_session, labeler, mode)
+    return guard.with_cookie(request, redirect(target), cookie)
 
 
 @router.post("/logout")
 async def logout(request: Request, guard: GuardDep, settings: SettingsDep) -> Response:
-    await checked_form(request, guard, settings.max_body_bytes)
+    await checked_form(request, guard)
+    await run_in_threadpool(guard.end_session, guard.identity(request))
     if not settings.require_tokens:
-        return guard.without_cookie(redirect("/login"))
+        return guard.without_cookie(request, redirect("/login"))
     html = render(
         "error.html",
         status=200,
@@ -149,41 +175,41 @@ async def logout(request: Request, guard: GuardDep, settings: SettingsDep) -> Re
         is_admin=False,
         csrf_token=None,
     )
-    return guard.without_cookie(HTMLResponse(html))
+    return guard.without_cookie(request, HTMLResponse(html))
 
 
 @router.get("/")
 def label_page(
-    guard: GuardDep, ident: IdentityDep, store: StoreDep, settings: SettingsDep
+    request: Request, guard: GuardDep, ident: IdentityDep, store: StoreDep, settings: SettingsDep
 ) -> Response:
     if ident.labeler is None:
         return redirect("/login")
     k = settings.labels_per_task
     job = store.next_assignment(ident.labeler.id, k, settings.lease_seconds)
     progress = store.progress(ident.labeler.id, k)
-    return page(guard, ident, "label.html", job=job, progress=progress)
+    return page(request, guard, ident, "label.html", job=job, progress=progress)
 
 
 @router.post("/submit")
 async def submit_form(
     request: Request, guard: GuardDep, store: StoreDep, settings: SettingsDep
 ) -> Response:
-    form = await checked_form(request, guard, settings.max_body_bytes)
+    form = await checked_form(request, guard)
     labeler = guard.need_labeler(guard.identity(request))
-    raw_id = form.get("assignment_id", "")
-    if not raw_id.isdigit():
-        raise HTTPError(400, f"assignment_id must be a number, got {raw_id[:40]!r}.", back="/")
+    assignment = number(form.get("assignment_id", ""), "assignment_id")
     choice = form.get("choice")
     if not choice:
         raise HTTPError(400, "Choose A, B, tie or skip before submitting.", back="/")
     comment, k = form.get("comment", ""), settings.labels_per_task
-    await run_in_threadpool(lambda: store.submit(labeler.id, int(raw_id), choice, comment, k=k))
+    await run_in_threadpool(lambda: store.submit(labeler.id, assignment, choice, comment, k=k))
     return redirect("/")
 
 
 @router.get("/admin", dependencies=[Depends(admin_of)])
-def admin(guard: GuardDep, ident: IdentityDep, store: StoreDep, settings: SettingsDep) -> Response:
-    return admin_page(guard, ident, store, settings.labels_per_task, None)
+def admin(
+    request: Request, guard: GuardDep, ident: IdentityDep, store: StoreDep, settings: SettingsDep
+) -> Response:
+    return admin_page(request, guard, ident, store, settings.labels_per_task, None)
 
 
 @router.get("/admin/export.jsonl")
@@ -211,23 +237,23 @@ def export(
 async def create_token(
     request: Request, guard: GuardDep, store: StoreDep, settings: SettingsDep
 ) -> Response:
-    form = await checked_form(request, guard, settings.max_body_bytes)
-    ident = guard.need_admin(guard.identity(request))
+    form = await checked_form(request, guard)
+    ident = guard.need_token_admin(guard.need_admin(guard.identity(request)))
     name = form.get("name", "")
     admin, replace = bool(form.get("admin")), bool(form.get("replace"))
     token = await run_in_threadpool(lambda: store.create_token(name, admin=admin, replace=replace))
     url = f"{str(request.base_url).rstrip('/')}/login?token={token}"
     new_token = {"name": name.strip(), "url": url, "token": token}
     k = settings.labels_per_task
-    return await run_in_threadpool(admin_page, guard, ident, store, k, new_token)
+    return await run_in_threadpool(admin_page, request, guard, ident, store, k, new_token)
 
 
 @router.post("/admin/revoke")
 async def revoke(
     request: Request, guard: GuardDep, store: StoreDep, settings: SettingsDep
 ) -> Response:
-    form = await checked_form(request, guard, settings.max_body_bytes)
-    ident = guard.need_admin(guard.identity(request))
+    form = await checked_form(request, guard)
+    ident = guard.need_token_admin(guard.need_admin(guard.identity(request)))
     name = form.get("name", "")
     if ident.labeler is not None and ident.labeler.name == name:
         raise HTTPError(400, "You cannot revoke your own token.", back="/admin")

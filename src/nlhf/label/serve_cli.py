@@ -11,6 +11,10 @@ token; on first start an admin token is created and its sign-in link printed onc
 labeler tokens with ``nlhf label tokens --create NAME`` or on the admin page.  Put HTTPS in
 front (a reverse proxy) for use across a network and pass ``--secure-cookies``.
 
+Session cookies are signed with a key kept outside the database, in ``<db>.key`` (created
+with owner-only permissions; ``--key-file`` elsewhere, or ``NLHF_LABEL_SECRET``);
+``nlhf label keys --rotate`` replaces it and signs everyone out.
+
 The first line printed is ``nlhf label: serving on http://HOST:PORT``.
 """
 
@@ -21,13 +25,15 @@ import sys
 from dataclasses import dataclass
 from typing import Literal
 
-from nlhf.config import ConfigError, add_config_arguments, config_from_args, option
+from nlhf.config import add_config_arguments, config_from_args, option
+from nlhf.errors import UserError, one_line
 from nlhf.label.app import AppSettings, create_app
 from nlhf.label.security import is_loopback
 from nlhf.label.server import bind, serve, url_of
 from nlhf.label.store import LabelStore
 
-DB_HELP = "labeling database: a SQLite file (created if missing) or a SQLAlchemy URL"
+DB_HELP = "labeling database: a SQLite file made by `nlhf label add`, or a SQLAlchemy URL"
+KEY_HELP = "file of the cookie-signing key (default: <db>.key; NLHF_LABEL_SECRET overrides)"
 
 
 @dataclass
@@ -48,6 +54,8 @@ class Config:
         30.0, "an assignment left unanswered this long frees its slot for another labeler"
     )
     secure_cookies: bool = option(False, "mark cookies Secure (when served behind HTTPS)")
+    key_file: str = option("", KEY_HELP)
+    session_days: float = option(14.0, "a signed-in session ends this many days after sign-in")
     log_level: Literal["critical", "error", "warning", "info", "debug"] = option(
         "warning", "uvicorn log level"
     )
@@ -63,6 +71,8 @@ class Config:
             raise ValueError(f"labels_per_task must be ≥ 1, got {self.labels_per_task}")
         if self.lease_minutes <= 0:
             raise ValueError(f"lease_minutes must be > 0, got {self.lease_minutes}")
+        if self.session_days <= 0:
+            raise ValueError(f"session_days must be > 0, got {self.session_days}")
 
     @property
     def require_tokens(self) -> bool:
@@ -70,22 +80,33 @@ class Config:
 
 
 def run(config: Config) -> int:
-    store = LabelStore(config.db)
+    store = LabelStore(config.db, create=False, busy_seconds=AppSettings.busy_seconds)
     settings = AppSettings(
         db=config.db,
         labels_per_task=config.labels_per_task,
         require_tokens=config.require_tokens,
         lease_seconds=config.lease_minutes * 60,
         secure_cookies=config.secure_cookies,
+        key_file=config.key_file or None,
+        session_days=config.session_days,
     )
     app = create_app(settings, store)
-    sock = bind(config.host, config.port)
+    try:
+        sock = bind(config.host, config.port)
+    except OSError as exc:
+        raise UserError(f"--host {config.host} --port {config.port}: {exc}") from None
     url = url_of(sock)
     print(f"nlhf label: serving on {url}", flush=True)
     total, complete = store.task_counts(config.labels_per_task)
     print(f"  {total} tasks ({complete} complete), k={config.labels_per_task}, db {store.url}")
     if config.require_tokens:
         print("  tokens required: every page and API call needs a labeler or admin token")
+        if not config.secure_cookies:
+            print(
+                "  warning: plain HTTP: tokens and session cookies cross the network "
+                "unencrypted; put HTTPS in front and pass --secure-cookies",
+                file=sys.stderr,
+            )
         if not store.has_admin_token():
             token = store.create_token("admin", admin=True, replace=True)
             print(f"  admin sign-in link (shown once): {url}/login?token={token}")
@@ -102,10 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     add_config_arguments(parser, Config)
     args = parser.parse_args(argv)
     try:
-        config = config_from_args(Config, args)
-    except ConfigError as exc:
-        parser.exit(2, f"error: {exc}\n")
-    return run(config)
+        return run(config_from_args(Config, args))
+    except Exception as exc:
+        message = one_line(exc)
+        if message is None:
+            raise
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,12 @@ Rules the store enforces (each in one transaction, so concurrent labelers cannot
   a different answer is a :class:`Conflict`;
 - labels are stored in the task's terms (``a``, ``b``, ``tie``, ``skip``) together with the
   side response A was shown on, so position bias can be measured.
+
+Writes from one process take turns on a lock before they open their transaction (waiting
+threads queue instead of polling SQLite's lock); a writer that waits longer than
+``busy_seconds`` (for this process or another) gets :class:`Busy`, which the app answers
+with 503 and ``Retry-After``.  ``create=False`` refuses a path where there is no labeling
+database (``nlhf label add`` is the only command that creates one).
 """
 
 from __future__ import annotations
@@ -24,19 +30,21 @@ from __future__ import annotations
 import json
 import math
 import random
-import secrets
+import threading
 import time
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, Row, func, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, Engine, Row, delete, func, insert, inspect, select, update
+from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 
 from nlhf.errors import UserError
 from nlhf.label import db
-from nlhf.label.db import assignments, labelers, labels, meta, tasks
+from nlhf.label.db import assignments, labelers, labels, meta, sessions, tasks
 from nlhf.label.tasks import TaskInput
 from nlhf.label.tokens import hash_token, new_token
 
@@ -60,6 +68,16 @@ class Conflict(LabelError):
     status = 409
 
 
+class Forbidden(LabelError):
+    status = 403
+
+
+class Busy(LabelError):
+    """The database stayed locked longer than the store may wait; nothing was written."""
+
+    status = 503
+
+
 @dataclass(frozen=True)
 class Labeler:
     id: int
@@ -68,6 +86,17 @@ class Labeler:
     active: bool
     has_token: bool
     token_tag: str  # a short prefix of the token hash: changes when the token does
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A signed-in session as the database keeps it (the cookie holds its nonce)."""
+
+    labeler_id: int
+    mode: str  # token | name
+    token_tag: str
+    expires_at: float
+    ended: bool
 
 
 @dataclass(frozen=True)
@@ -149,6 +178,13 @@ def check_name(name: str) -> str:
     return name
 
 
+def _end_sessions(conn: Connection, where: Any) -> int:
+    done = conn.execute(
+        update(sessions).where(where, sessions.c.ended_at.is_(None)).values(ended_at=time.time())
+    )
+    return done.rowcount
+
+
 def _task(row: Row) -> Task:
     return Task(
         id=row.id,
@@ -175,47 +211,83 @@ def _labeler(row: Row) -> Labeler:
 class LabelStore:
     """The labeling database behind the app and the ``nlhf label`` commands."""
 
-    def __init__(self, db_or_url: str, *, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        db_or_url: str,
+        *,
+        rng: random.Random | None = None,
+        create: bool = True,
+        busy_seconds: float = 30.0,
+    ) -> None:
         self.url = db.database_url(db_or_url)
-        self.engine: Engine = db.connect(self.url)
-        self._reader: Engine = db.reader(self.engine)
+        self.where = str(db_or_url)
+        self.busy_seconds = busy_seconds
+        self._lock = threading.Lock()
         self.rng = rng or random.Random()
-        self._check_schema()
+        file = self.url.removeprefix("sqlite:///") if self.url.startswith("sqlite:///") else None
+        if file is not None and Path(file).is_dir():
+            raise LabelError(f"{self.where}: a directory, not a labeling database")
+        if file is not None and not create and not Path(file).exists():
+            raise LabelError(
+                f"{self.where}: no labeling database there "
+                f"(`nlhf label add --db {self.where} --input …` creates one)"
+            )
+        try:
+            self.engine: Engine = db.connect(self.url, create=False, busy_seconds=busy_seconds)
+            if not create and "meta" not in inspect(self.engine).get_table_names():
+                raise LabelError(f"{self.where}: not a labeling database (no meta table)")
+            db.metadata.create_all(self.engine)  # also adds the tables a newer schema has
+            self._reader: Engine = db.reader(self.engine)
+            self._check_schema()
+        except DatabaseError as exc:
+            reason = str(exc.orig) if exc.orig is not None else str(exc)
+            raise LabelError(
+                f"{self.where}: cannot open the labeling database ({reason})"
+            ) from None
 
     def close(self) -> None:
         self.engine.dispose()
 
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """A write transaction, after this process's earlier writers (see the module doc)."""
+        if not self._lock.acquire(timeout=self.busy_seconds):
+            raise Busy("the labeling database is busy; nothing was saved, try again")
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except OperationalError as exc:
+            if "locked" in str(exc.orig) or "busy" in str(exc.orig):
+                raise Busy(
+                    "the labeling database is locked; nothing was saved, try again"
+                ) from None
+            raise
+        finally:
+            self._lock.release()
+
     # ----------------------------------------------------------------- meta
     def _check_schema(self) -> None:
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             found = conn.execute(select(meta.c.value).where(meta.c.key == "schema")).scalar()
             if found is None:
                 conn.execute(insert(meta).values(key="schema", value=db.SCHEMA_VERSION))
+            elif found == "1":  # schema 1 kept the cookie key in the database: drop it
+                conn.execute(delete(meta).where(meta.c.key == "secret"))
+                conn.execute(
+                    update(meta).where(meta.c.key == "schema").values(value=db.SCHEMA_VERSION)
+                )
             elif found != db.SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"{self.url}: labeling database schema {found}, this version of nlhf "
+                raise LabelError(
+                    f"{self.where}: labeling database schema {found}, this version of nlhf "
                     f"reads schema {db.SCHEMA_VERSION}"
                 )
-
-    def secret(self) -> bytes:
-        """A random key kept in the database (signs session cookies; survives restarts)."""
-        for _ in range(2):
-            with self.engine.begin() as conn:
-                value = conn.execute(select(meta.c.value).where(meta.c.key == "secret")).scalar()
-                if value is not None:
-                    return bytes.fromhex(value)
-                try:
-                    conn.execute(insert(meta).values(key="secret", value=secrets.token_hex(32)))
-                except IntegrityError:
-                    continue
-        return self.secret()
 
     # ----------------------------------------------------------------- tasks
     def add_tasks(self, items: Iterable[TaskInput]) -> tuple[int, int]:
         """Store new tasks in one transaction; returns (added, already present)."""
         added = existing = 0
         now = time.time()
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             known = set(conn.execute(select(tasks.c.key)).scalars())
             rows = []
             for item in items:
@@ -282,11 +354,13 @@ class LabelStore:
         """The labeler called ``name``, created (without a token) if new; used on loopback."""
         name = check_name(name)
         for _ in range(3):
-            with self.engine.begin() as conn:
+            with self._write() as conn:
                 row = conn.execute(select(labelers).where(labelers.c.name == name)).first()
                 if row is not None:
                     if not row.active:
-                        raise LabelError(f"labeler {name!r} was revoked")
+                        raise Forbidden(f"labeler {name!r} was revoked")
+                    if row.token_hash is not None:
+                        raise Forbidden(f"{name!r} signs in with a token: open your sign-in link")
                     return _labeler(row)
                 try:
                     conn.execute(
@@ -307,7 +381,7 @@ class LabelStore:
         name = check_name(name)
         token = new_token()
         digest = hash_token(token)
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             row = conn.execute(select(labelers).where(labelers.c.name == name)).first()
             if row is None:
                 conn.execute(
@@ -327,11 +401,12 @@ class LabelStore:
                     .where(labelers.c.id == row.id)
                     .values(token_hash=digest, is_admin=admin, active=True)
                 )
+                _end_sessions(conn, sessions.c.labeler_id == row.id)
         return token
 
     def revoke(self, name: str) -> None:
         """Disable labeler ``name``: their token and sessions stop working; labels stay."""
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             done = conn.execute(
                 update(labelers)
                 .where(labelers.c.name == name)
@@ -339,6 +414,45 @@ class LabelStore:
             )
             if done.rowcount == 0:
                 raise NotFound(f"no labeler called {name!r}")
+            mine = select(labelers.c.id).where(labelers.c.name == name).scalar_subquery()
+            _end_sessions(conn, sessions.c.labeler_id == mine)
+
+    # ----------------------------------------------------------------- sessions
+    def open_session(
+        self, digest: str, labeler: Labeler, mode: str, lifetime_seconds: float
+    ) -> None:
+        """Record a signed-in session (``digest``: sha256 of its nonce); drops expired ones."""
+        now = time.time()
+        with self._write() as conn:
+            conn.execute(delete(sessions).where(sessions.c.expires_at < now))
+            conn.execute(
+                insert(sessions).values(
+                    digest=digest,
+                    labeler_id=labeler.id,
+                    mode=mode,
+                    token_tag=labeler.token_tag if mode == "token" else "-",
+                    created_at=now,
+                    expires_at=now + lifetime_seconds,
+                )
+            )
+
+    def session(self, digest: str) -> SessionRecord | None:
+        with self._reader.begin() as conn:
+            row = conn.execute(select(sessions).where(sessions.c.digest == digest)).first()
+        if row is None:
+            return None
+        return SessionRecord(
+            row.labeler_id, row.mode, row.token_tag, row.expires_at, row.ended_at is not None
+        )
+
+    def end_session(self, digest: str) -> None:
+        with self._write() as conn:
+            _end_sessions(conn, sessions.c.digest == digest)
+
+    def end_all_sessions(self) -> int:
+        """Sign everyone out; returns how many sessions were open."""
+        with self._write() as conn:
+            return _end_sessions(conn, sessions.c.expires_at > time.time())
 
     def has_admin_token(self) -> bool:
         with self._reader.begin() as conn:
@@ -366,7 +480,7 @@ class LabelStore:
         cutoff = now - lease_seconds
         for _ in range(3):
             try:
-                with self.engine.begin() as conn:
+                with self._write() as conn:
                     return self._open_assignment(conn, labeler_id, k) or self._new_assignment(
                         conn, labeler_id, k, cutoff, now
                     )
@@ -455,10 +569,10 @@ class LabelStore:
         if not 0 < assignment_id < MAX_ID:
             raise NotFound(f"no assignment {assignment_id} for this labeler")
         try:
-            with self.engine.begin() as conn:
+            with self._write() as conn:
                 return self._submit(conn, labeler_id, assignment_id, choice, comment, k)
         except IntegrityError:  # a concurrent identical submission won the race
-            with self.engine.begin() as conn:
+            with self._write() as conn:
                 return self._submit(conn, labeler_id, assignment_id, choice, comment, k)
 
     def _submit(

@@ -52,6 +52,12 @@ class TaskInput:
                 )
             if not value.strip():
                 raise DataError("empty_text", "empty text", field=name)
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    reason = f"not valid Unicode ({exc.reason} at character {exc.start})"
+                    raise DataError("bad_value", reason, field=name) from None
         if self.response_a.strip() == self.response_b.strip():
             raise DataError(
                 "identical", "response_a and response_b are the same text", field="response_b"

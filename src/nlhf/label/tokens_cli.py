@@ -12,12 +12,11 @@ listens beyond loopback (see ``nlhf label serve``); on loopback they work too.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from nlhf.config import option
 from nlhf.label.serve_cli import DB_HELP
-from nlhf.label.store import LabelError, LabelStore
+from nlhf.label.store import LabelStore
 
 
 @dataclass
@@ -37,7 +36,7 @@ class Config:
 
 
 def run(config: Config) -> int:
-    store = LabelStore(config.db)
+    store = LabelStore(config.db, create=False)
     try:
         if config.create:
             token = store.create_token(config.create, admin=config.admin, replace=config.replace)
@@ -55,9 +54,6 @@ def run(config: Config) -> int:
                 role = "admin" if lab.is_admin else "labeler"
                 state = "revoked" if not lab.active else ("token" if lab.has_token else "no token")
                 print(f"{lab.name}\t{role}\t{state}")
-    except LabelError as exc:
-        print(f"nlhf label tokens: error: {exc}", file=sys.stderr)
-        return 1
     finally:
         store.close()
     return 0
