@@ -405,3 +405,53 @@ def test_a_login_link_from_another_site_signs_nobody_in(store):
     # the button's POST needs the page's CSRF token, which another site cannot read
     r = client.post("/login", data={"token": ann}, follow_redirects=False)
     assert r.status_code == 403 and client.get("/api/next").status_code == 401
+
+
+def test_a_loopback_name_session_opens_nothing_on_a_token_server(store):
+    store.create_token("boss", admin=True)
+    loopback = TestClient(local_app(store), base_url=LOCAL)
+    anon = loopback.get("/api/session").json()["csrf_token"]
+    r = loopback.post("/api/login", json={"name": "boss"}, headers={"X-CSRF-Token": anon})
+    assert r.status_code == 403  # boss holds a token: no name sign-in as boss
+    sign_in(loopback, "ann")
+    cookie = loopback.cookies.get("nlhf_label_session")
+    remote = TestClient(
+        local_app(store, require_tokens=True), cookies={"nlhf_label_session": cookie}
+    )
+    assert remote.get("/api/next").status_code == 401
+    assert remote.get("/api/stats").status_code == 401
+
+
+def test_the_database_holds_no_key_to_forge_a_cookie_with(store, tmp_path):
+    import hashlib
+    import hmac
+    import secrets
+    import sqlite3
+    import time
+
+    boss = store.create_token("boss", admin=True)
+    TestClient(local_app(store, require_tokens=True)).get(f"/login?token={boss}")
+    copy = sqlite3.connect(f"file:{tmp_path / 'labels.sqlite'}?mode=ro", uri=True)
+    keys = [bytes.fromhex(v) for (v,) in copy.execute("select value from meta where key='secret'")]
+    lid, token_hash = copy.execute("select id, token_hash from labelers").fetchone()
+    copy.close()
+    for key in keys or [token_hash.encode()]:
+        nonce = secrets.token_hex(16)
+        v1 = f"v1.{lid}.{nonce}.{token_hash[:12]}"  # the old format
+        for body in (v1, f"v2.{lid}.token.{nonce}.{int(time.time())}"):
+            forged = f"{body}.{hmac.new(key, body.encode(), hashlib.sha256).hexdigest()}"
+            client = TestClient(
+                local_app(store, require_tokens=True), cookies={"nlhf_label_session": forged}
+            )
+            assert client.get("/admin").status_code == 401
+
+
+def test_wrong_tokens_over_http_end_in_429_with_retry_after(store):
+    client = TestClient(local_app(store, require_tokens=True))
+    statuses = [
+        client.get("/api/next", headers={"Authorization": f"Bearer guess{i}"}).status_code
+        for i in range(7)
+    ]
+    assert statuses[:5] == [401] * 5 and statuses[-1] == 429
+    r = client.get("/login?token=another-guess")
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1

@@ -61,6 +61,7 @@ def test_token_mode_server_prints_an_admin_link_and_refuses_strangers(tmp_path):
             assert client.get("/admin").status_code == 200
     finally:
         stop(proc)
+    assert "warning: plain HTTP" in proc.stderr.read()
     proc, _ = start_server(db, 1, "--auth", "token")  # the admin token exists: none printed
     try:
         lines = [proc.stdout.readline() for _ in range(2)]
