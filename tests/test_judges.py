@@ -6,6 +6,7 @@ import random
 import pytest
 import torch
 
+from nlhf.models.errors import ModelError
 from nlhf.models.judges import FunctionJudge, LexiconJudge, PreferenceModelJudge, RewardModelJudge
 from nlhf.models.preference_model import PreferenceModel
 from nlhf.models.reward_model import RewardModel
@@ -111,7 +112,7 @@ def test_reward_and_preference_models_round_trip(encoder, tmp_path):
         )
     with pytest.raises(ValueError, match="not a reward model"):
         RewardModel.load(tmp_path / "pm")
-    with pytest.raises(FileNotFoundError, match="not an nlhf judge folder"):
+    with pytest.raises(ModelError, match="not an nlhf judge folder"):
         PreferenceModel.load(tmp_path)
 
 

@@ -58,7 +58,8 @@ def test_lm_is_a_leaf_of_the_models_package():
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     ours = {name for name in imported if name.startswith("nlhf")}
-    assert ours == {"nlhf.models.kv_cache", "nlhf.models.memory"}  # no policy, no logprobs
+    # no policy, no logprobs (nlhf.models.errors imports only nlhf.errors)
+    assert ours == {"nlhf.models.errors", "nlhf.models.kv_cache", "nlhf.models.memory"}
 
 
 def test_load_causal_lm_from_folders(tmp_path):

@@ -224,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         message = one_line(exc)
         if message is None or debug:
             raise
-        print(f"{name}: error: {message}", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":  # several processes: the first one speaks
+            print(f"{name}: error: {message}", file=sys.stderr)
         return USAGE_EXIT
 
 

@@ -154,20 +154,34 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             parser.add_argument(flag, metavar=f"{label},...", **kwargs)
         else:
             parser.add_argument(flag, metavar=_type_label(tp), **kwargs)
+    example = next(
+        (
+            f"{f.name}={_default_of(f)}"
+            for f in dataclasses.fields(cls)
+            if f.init and type(_default_of(f)) in (int, float)
+        ),
+        "name=value",
+    )
     parser.add_argument(
         "overrides",
         nargs="*",
         metavar="key=value",
-        help="field overrides, applied last (e.g. tau=0.05 algorithms=nash-md,omwu)",
+        help=f"field overrides, applied last (e.g. {example})".replace("%", "%%"),
     )
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
+    """The mapping in a YAML config file; a missing, unreadable or malformed one is a
+    :class:`ConfigError` naming the file."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: a directory, not a config file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if data is None:

@@ -58,6 +58,18 @@ def write_folder_atomically(save: Callable[[Path], Any], folder: str | Path) -> 
     return folder
 
 
+def check_folder_option(name: str, folder: str | Path) -> None:
+    """Refuse an output folder that cannot be made: the path, or a folder above it, is an
+    existing file.  Raises ``ValueError`` naming the option ``name`` (a config's
+    ``__post_init__`` check, which the command line reports on one line)."""
+    path = Path(folder)
+    for candidate in (path, *path.parents):
+        if candidate.is_dir():
+            return
+        if candidate.exists():
+            raise ValueError(f"{name}: {candidate} is a file, not a folder")
+
+
 def atomic_write_text(path: str | Path, text: str) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")

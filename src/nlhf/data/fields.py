@@ -24,11 +24,29 @@ def require(row: Mapping[str, Any], field: str) -> Any:
     return value
 
 
+def encodable(value: str, field: str) -> str:
+    """``value``, which must be writable as UTF-8: a lone surrogate (JSON ``"\\ud800"``) is a
+    ``bad_value`` error naming the character's position."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise DataError(
+            "bad_value",
+            f"not valid Unicode text (lone surrogate {value[err.start]!r} at character "
+            f"{err.start})",
+            field=field,
+        ) from None
+    return value
+
+
 def text(row: Mapping[str, Any], field: str, *, allow_empty: bool = False) -> str:
     """A text field; whitespace-only text is ``empty_text`` unless ``allow_empty``."""
     value = require(row, field)
     if not isinstance(value, str):
         raise DataError("bad_value", f"expected text, got {type(value).__name__}", field=field)
+    encodable(value, field)
     if not allow_empty and not value.strip():
         raise DataError("empty_text", "empty text", field=field)
     return value
@@ -58,7 +76,7 @@ def optional_text(row: Mapping[str, Any], field: str | None) -> str | None:
     value = row[field]
     if not isinstance(value, str):
         raise DataError("bad_value", f"expected text, got {type(value).__name__}", field=field)
-    return value if value.strip() else None
+    return encodable(value, field) if value.strip() else None
 
 
 def label_text(value: Any) -> str:

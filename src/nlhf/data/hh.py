@@ -19,6 +19,7 @@ harmless-base test file four rows (0-based indices 86, 516, 925, 1103; file line
 
 from __future__ import annotations
 
+import errno
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -142,8 +143,10 @@ def hh_harmless_path() -> Path:
     path = Path(str(resources.files("nlhf.data") / "files" / HH_HARMLESS_FILE))
     if not path.is_file():
         raise FileNotFoundError(
-            f"the packaged HH file is missing: {path}. Reinstall nlhf, or check that "
-            f"pyproject.toml ships nlhf/data/files/*.gz as package data."
+            errno.ENOENT,
+            "the packaged HH file is missing (reinstall nlhf, or check that pyproject.toml "
+            "ships nlhf/data/files/*.gz as package data)",
+            str(path),
         )
     return path
 

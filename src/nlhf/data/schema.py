@@ -10,8 +10,9 @@ turned into turns, so records stay frozen and hashable (pairs can be grouped by 
     pair.to_dict()         # JSON-ready; PreferenceDataset.to_jsonl writes one per line
 
 The records check types and values on construction (raising :class:`DataError` naming the
-field).  An empty *response* is allowed by the record itself: loaders reject it unless asked
-not to (``allow_empty_response``), because in Anthropic HH "say nothing" is a real preference.
+field; every text must be writable as UTF-8, so no lone surrogates).  An empty *response* is
+allowed by the record itself: loaders reject it unless asked not to
+(``allow_empty_response``), because in Anthropic HH "say nothing" is a real preference.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nlhf.data.errors import DataError
+from nlhf.data.fields import encodable
 
 ROLES = ("system", "user", "assistant")
 
@@ -40,6 +42,7 @@ class Turn:
             raise DataError(
                 "bad_value", f"expected text, got {type(self.content).__name__}", field="content"
             )
+        encodable(self.content, "content")
 
     def to_dict(self) -> dict[str, str]:
         return {"role": self.role, "content": self.content}
@@ -60,7 +63,7 @@ def as_prompt_content(value: Any, field: str = "prompt") -> PromptContent:
     if isinstance(value, str):
         if not value.strip():
             raise DataError("empty_text", "empty prompt", field=field)
-        return value
+        return encodable(value, field)
     if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
         turns = []
         for i, item in enumerate(value):
@@ -112,6 +115,8 @@ def _check_number(value: Any, field: str, *, positive: bool) -> float:
 def _check_source(value: Any) -> None:
     if value is not None and not isinstance(value, str):
         raise DataError("bad_value", f"expected text, got {type(value).__name__}", field="source")
+    if value is not None:
+        encodable(value, "source")
 
 
 @dataclass(frozen=True)
@@ -153,6 +158,7 @@ class PreferencePair:
                 raise DataError(
                     "bad_value", f"expected text, got {type(value).__name__}", field=name
                 )
+            encodable(value, name)
         if self.chosen.strip() == self.rejected.strip():
             raise DataError("identical", "chosen and rejected are the same text", field="rejected")
         object.__setattr__(self, "weight", _check_number(self.weight, "weight", positive=True))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nlhf.config import option
+from nlhf.files import check_folder_option
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,8 @@ class Config:
             value = getattr(self, field.name)
             if value is not None and value <= 0:
                 raise ValueError(f"{field.name} must be > 0, got {value}")
+        if self.out:
+            check_folder_option("out", self.out)
 
     @property
     def preset(self) -> Sizes:

@@ -14,7 +14,7 @@ import shlex
 import time
 from pathlib import Path
 
-from nlhf.config import ConfigError, to_dict
+from nlhf.config import ConfigError, load_yaml, to_dict
 from nlhf.demo.config import Config, resolved
 from nlhf.demo.plan import Layout
 from nlhf.models.policy import resolve_dtype
@@ -37,7 +37,7 @@ def start_or_resume(config: Config, layout: Layout) -> None:
 
     saved = layout.config
     if saved.exists():
-        before = yaml.safe_load(saved.read_text())
+        before = load_yaml(saved)
         now = to_dict(config)
         changed = [
             f"{key}: {before.get(key)!r} then, {now[key]!r} now"
@@ -53,6 +53,17 @@ def start_or_resume(config: Config, layout: Layout) -> None:
         return
     layout.root.mkdir(parents=True, exist_ok=True)
     atomic_write_text(saved, yaml.safe_dump(to_dict(config), sort_keys=False))
+
+
+def check_models(config: Config) -> None:
+    """Stop before the first stage when ``policy`` or ``encoder`` is a path that does not
+    exist (the policy is first loaded only after the judges have trained); the embedded
+    keywords are located when a stage needs them."""
+    from nlhf.assets import KEYWORDS, resolve_model
+
+    for value, role in ((config.policy, "policy"), (config.encoder, "encoder")):
+        if value.strip().lower() not in KEYWORDS[role]:
+            resolve_model(value, role)
 
 
 def command_line(config: Config) -> str:
@@ -78,6 +89,7 @@ def run(config: Config) -> int:
 
     config = resolved(dataclasses.replace(config, out=config.out or default_out()))
     layout = Layout(Path(config.out))
+    check_models(config)
     start_or_resume(config, layout)
     resume = command_line(config)
     try:

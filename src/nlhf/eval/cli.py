@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from nlhf.config import option
+from nlhf.config import ConfigError, option
 from nlhf.data.prompts import PromptFields
 from nlhf.eval.rollouts import Sampling
+from nlhf.files import check_folder_option
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Config(Sampling, PromptFields):
             raise ValueError(f"num_prompts must be ≥ 1, got {self.num_prompts}")
         if not 0.0 < self.level < 1.0:
             raise ValueError(f"level must lie in (0, 1), got {self.level}")
+        check_folder_option("out", self.out)
 
 
 def sampling_of(config: Config) -> Sampling:
@@ -84,7 +86,7 @@ def prompt_texts(config: Config) -> list[str]:
         tokenizer = load_tokenizer(ref_path or entrants[0].path)
     texts = load_prompt_texts(config, config.seed, tokenizer)
     if len(texts) < config.num_prompts:
-        raise ValueError(
+        raise ConfigError(
             f"prompts {config.prompts!r} has {len(texts)} prompts; num_prompts asks "
             f"{config.num_prompts}"
         )

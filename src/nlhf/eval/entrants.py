@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from nlhf.config import ConfigError
+from nlhf.errors import UserError
+
 REFERENCE = "reference"
 
 
@@ -72,7 +75,7 @@ def adapter_base(folder: Path) -> str:
     try:
         name = json.loads(config_path.read_text()).get("base_model_name_or_path") or ""
     except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{config_path}: cannot read the adapter config: {exc}") from None
+        raise ConfigError(f"{config_path}: cannot read the adapter config: {exc}") from None
     if not name:
         return ""
     if os.path.exists(name):
@@ -88,13 +91,16 @@ def parse_entrants(specs: list[str], reference: str = "") -> tuple[list[Entrant]
     from nlhf.assets import resolve_model
 
     if len(specs) < 2:
-        raise ValueError(f"a tournament needs at least 2 policies, got {len(specs)}: {specs}")
-    ref_path = resolve_model(reference, "policy") if reference else None
+        raise ConfigError(f"a tournament needs at least 2 policies, got {len(specs)}: {specs}")
+    try:
+        ref_path = resolve_model(reference, "policy") if reference else None
+    except UserError as exc:
+        raise ConfigError(f"reference {reference!r}: {exc}") from None
     parsed = []
     for i, raw in enumerate(specs):
         label, spec = _split_label(raw)
         if not spec:
-            raise ValueError(f"policies[{i}]: empty spec")
+            raise ConfigError(f"policies[{i}]: empty spec")
         folder = Path(os.path.expanduser(spec))
         if spec == REFERENCE:
             parsed.append((label, spec, "reference", "", None))
@@ -103,8 +109,8 @@ def parse_entrants(specs: list[str], reference: str = "") -> tuple[list[Entrant]
         else:
             try:
                 path = resolve_model(spec, "policy")
-            except Exception as exc:
-                raise ValueError(f"policies[{i}] {spec!r}: {exc}") from None
+            except UserError as exc:
+                raise ConfigError(f"policies[{i}] {spec!r}: {exc}") from None
             parsed.append((label, spec, "model", path, None))
     if ref_path is None:
         ref_path = next((p[4] for p in parsed if p[2] == "adapter" and p[4]), None)
@@ -112,7 +118,7 @@ def parse_entrants(specs: list[str], reference: str = "") -> tuple[list[Entrant]
     for i, (label, spec, kind, path, base) in enumerate(parsed):
         if kind == "reference":
             if ref_path is None:
-                raise ValueError(
+                raise ConfigError(
                     f"policies[{i}] is 'reference' but no reference is known: set the "
                     "reference option (e.g. smollm2) or include a LoRA adapter whose config "
                     "names its base model"
@@ -120,14 +126,14 @@ def parse_entrants(specs: list[str], reference: str = "") -> tuple[list[Entrant]
             path = ref_path
         if kind == "adapter" and not base:
             if ref_path is None:
-                raise ValueError(
+                raise ConfigError(
                     f"policies[{i}] {spec}: adapter_config.json names no base model; set the "
                     "reference option to the model it was trained on"
                 )
             base = ref_path
         name = label or (REFERENCE if kind == "reference" else default_name(spec))
         if name in seen:
-            raise ValueError(f"policies[{i}]: the name {name!r} is used twice; name it: NAME=spec")
+            raise ConfigError(f"policies[{i}]: the name {name!r} is used twice; name it: NAME=spec")
         seen.add(name)
         entrants.append(Entrant(name, spec, kind, path, base))
     return entrants, ref_path

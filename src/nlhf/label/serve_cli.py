@@ -33,7 +33,7 @@ from nlhf.label.server import bind, serve, url_of
 from nlhf.label.store import LabelStore
 
 DB_HELP = "labeling database: a SQLite file made by `nlhf label add`, or a SQLAlchemy URL"
-KEY_HELP = "file of the cookie-signing key (default: <db>.key; NLHF_LABEL_SECRET overrides)"
+KEY_HELP = "file of the cookie-signing key; empty: <db>.key (NLHF_LABEL_SECRET overrides it)"
 
 
 @dataclass

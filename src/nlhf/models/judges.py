@@ -18,8 +18,9 @@ from typing import Protocol
 
 import torch
 
+from nlhf.models.errors import ModelError
 from nlhf.models.preference_model import PreferenceModel
-from nlhf.models.reward_model import RewardModel, read_kind
+from nlhf.models.reward_model import KIND_FILE, RewardModel, read_kind
 
 
 class Judge(Protocol):
@@ -123,9 +124,17 @@ def load_judge(spec: str) -> Judge:
     ``vader`` for the lexicon judge."""
     if spec == "vader":
         return LexiconJudge()
+    if not Path(spec).exists():
+        raise ModelError(
+            f"{spec}: no such judge folder (a judge is vader or a folder from nlhf train "
+            "reward-model|preference-model)"
+        )
     kind = read_kind(Path(spec)).get("kind")
     if kind == "reward-model":
         return RewardModelJudge(RewardModel.load(spec))
     if kind == "preference-model":
         return PreferenceModelJudge(PreferenceModel.load(spec))
-    raise ValueError(f"{spec}: unknown judge kind {kind!r}")
+    raise ModelError(
+        f"{spec}: unknown judge kind {kind!r} in {KIND_FILE} (expected reward-model or "
+        "preference-model)"
+    )

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from nlhf.models.errors import ModelError, loading
 from nlhf.models.kv_cache import new_cache
 from nlhf.models.memory import into_memory
 
@@ -198,7 +199,7 @@ def load_tokenizer(*folders: str) -> Any:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
         return tokenizer
-    raise OSError(f"cannot load a tokenizer: {'; '.join(errors) or 'no folder given'}")
+    raise ModelError(f"cannot load a tokenizer: {'; '.join(errors) or 'no folder given'}")
 
 
 def load_causal_lm(
@@ -211,9 +212,7 @@ def load_causal_lm(
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    try:
+    with loading(path, "a causal LM"):
         model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
-    except OSError as exc:
-        raise OSError(f"{path}: cannot load a causal LM: {exc}") from None
     model = into_memory(model).eval()
     return model, load_tokenizer(*(tokenizer if tokenizer is not None else [path]))

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from nlhf.config import option
+from nlhf.config import ConfigError, option
 from nlhf.models.activations import fuse_gelu
 from nlhf.models.lm import AdapterDisabled, is_peft_model, load_causal_lm, model_device
 from nlhf.models.logprobs import completion_logprobs
@@ -137,7 +137,7 @@ def add_lora(model: nn.Module, config: PolicyConfig) -> nn.Module:
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
             return get_peft_model(model, lora)
     except ValueError as exc:
-        raise ValueError(f"lora_target_modules={config.lora_target_modules}: {exc}") from None
+        raise ConfigError(f"lora_target_modules={config.lora_target_modules}: {exc}") from None
 
 
 class Policy:
@@ -154,7 +154,7 @@ class Policy:
         self._frozen_reference: nn.Module | None = None
         if is_peft_model(model):
             if self.config.lora_r:
-                raise ValueError(
+                raise ConfigError(
                     "the model already carries a peft adapter; leave lora_r at 0 to use it as is"
                 )
             self.model = model
@@ -168,7 +168,7 @@ class Policy:
     def load(cls, config: PolicyConfig) -> Policy:
         """Load model and tokenizer from ``config.model`` / ``config.tokenizer``."""
         if not config.model:
-            raise ValueError("PolicyConfig.model is empty: give a model folder to load")
+            raise ConfigError("PolicyConfig.model is empty: give a model folder to load")
         model, tokenizer = load_causal_lm(
             config.model, config.dtype, tokenizer=[config.tokenizer or config.model]
         )

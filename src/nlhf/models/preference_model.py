@@ -25,6 +25,7 @@ from torch import nn
 
 from nlhf.files import atomic_write_json
 from nlhf.models.activations import fuse_gelu
+from nlhf.models.errors import ModelError, loading
 from nlhf.models.memory import into_memory
 from nlhf.models.reward_model import KIND_FILE, encode_pairs, read_kind
 
@@ -64,11 +65,12 @@ class PreferenceModel(nn.Module):
     ) -> PreferenceModel:
         from transformers import AutoModel, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        with loading(name_or_path, "an encoder backbone"):
+            encoder = AutoModel.from_pretrained(name_or_path)
+            tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        encoder = into_memory(AutoModel.from_pretrained(name_or_path))
-        return cls(encoder, tokenizer, rank, max_length)
+        return cls(into_memory(encoder), tokenizer, rank, max_length)
 
     @property
     def device(self) -> torch.device:
@@ -132,15 +134,12 @@ class PreferenceModel(nn.Module):
         meta = read_kind(folder)
         if meta.get("kind") != "preference-model":
             raise ValueError(f"{folder}: holds a {meta.get('kind')!r}, not a preference model")
-        model = cls(
-            into_memory(AutoModel.from_pretrained(folder)),
-            AutoTokenizer.from_pretrained(folder),
-            meta["rank"],
-            meta["max_length"],
-        )
-        missing, unexpected = model.load_state_dict(
-            load_file(str(Path(folder) / HEADS_FILE)), strict=False
-        )
+        with loading(folder, "a preference model"):
+            encoder = AutoModel.from_pretrained(folder)
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+            heads = load_file(str(Path(folder) / HEADS_FILE))
+        model = cls(into_memory(encoder), tokenizer, meta["rank"], meta["max_length"])
+        missing, unexpected = model.load_state_dict(heads, strict=False)
         if unexpected or any(not k.startswith("encoder.") for k in missing):
-            raise ValueError(f"{folder}: preference heads do not match (missing {missing})")
+            raise ModelError(f"{folder}: preference heads do not match (missing {missing})")
         return model

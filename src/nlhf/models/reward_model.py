@@ -22,6 +22,7 @@ from torch import nn
 
 from nlhf.files import atomic_write_json
 from nlhf.models.activations import fuse_gelu
+from nlhf.models.errors import ModelError, loading
 from nlhf.models.memory import into_memory
 
 KIND_FILE = "nlhf_judge.json"
@@ -58,10 +59,19 @@ def quiet_load_report():
 
 
 def read_kind(folder: str | Path) -> dict:
+    """The ``nlhf_judge.json`` record of a judge folder (its kind, rank, max_length)."""
     path = Path(folder) / KIND_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"{folder}: not an nlhf judge folder (no {KIND_FILE})")
-    return json.loads(path.read_text())
+    if not Path(folder).exists():
+        raise ModelError(f"{folder}: no such judge folder")
+    if not path.is_file():
+        raise ModelError(f"{folder}: not an nlhf judge folder (no {KIND_FILE})")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ModelError(f"{path}: expected a JSON object, got {type(meta).__name__}")
+    return meta
 
 
 class RewardModel(nn.Module):
@@ -78,11 +88,13 @@ class RewardModel(nn.Module):
     def from_backbone(cls, name_or_path: str, max_length: int = 256) -> RewardModel:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        with quiet_load_report():  # the new head is expected to be missing from the backbone
-            model = into_memory(
-                AutoModelForSequenceClassification.from_pretrained(name_or_path, num_labels=1)
-            )
+        with loading(name_or_path, "an encoder backbone"):
+            with quiet_load_report():  # the new head is expected to be missing from the backbone
+                model = AutoModelForSequenceClassification.from_pretrained(
+                    name_or_path, num_labels=1
+                )
+            tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        model = into_memory(model)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         model.config.pad_token_id = tokenizer.pad_token_id
@@ -118,5 +130,7 @@ class RewardModel(nn.Module):
         meta = read_kind(folder)
         if meta.get("kind") != "reward-model":
             raise ValueError(f"{folder}: holds a {meta.get('kind')!r}, not a reward model")
-        model = into_memory(AutoModelForSequenceClassification.from_pretrained(folder))
-        return cls(model, AutoTokenizer.from_pretrained(folder), meta["max_length"])
+        with loading(folder, "a reward model"):
+            model = AutoModelForSequenceClassification.from_pretrained(folder)
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+        return cls(into_memory(model), tokenizer, meta["max_length"])

@@ -51,6 +51,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from nlhf.config import ConfigError
 from nlhf.models.lm import (
     BASE_ADAPTER,
     AdapterDisabled,
@@ -368,7 +369,7 @@ class _Loop:
         limit = getattr(hf_model(model).config, "max_position_embeddings", None)
         longest = int(self.prompt_mask.sum(dim=1).max()) + self.max_new_tokens
         if isinstance(limit, int) and longest > limit:
-            raise ValueError(
+            raise ConfigError(
                 f"prompt of {longest - self.max_new_tokens} tokens + max_new_tokens="
                 f"{self.max_new_tokens} exceeds the model's {limit} positions; truncate the "
                 "prompts (from the left) or lower max_new_tokens"

@@ -10,6 +10,7 @@ and ``kl.png`` (log KL to the equilibrium against iteration, with Theorem 1's bo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -18,7 +19,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from nlhf.config import option, to_dict
-from nlhf.files import atomic_write_json, atomic_write_text
+from nlhf.files import atomic_write_json, atomic_write_text, check_folder_option
 from nlhf.tabular.experiment import ALGORITHMS, compare, rlhf_gap, rlhf_sweep
 from nlhf.tabular.games import GAMES, make_game, reference_policy
 from nlhf.tabular.report import game_table, plot_kl, rlhf_table, sweep_table
@@ -64,12 +65,17 @@ class Config:
             raise ValueError(f"n must be at least 2, got {self.n}")
         if self.steps < 1:
             raise ValueError(f"steps must be at least 1, got {self.steps}")
-        if self.tau <= 0:
-            raise ValueError(f"tau must be > 0, got {self.tau}")
+        if not (math.isfinite(self.tau) and self.tau > 0):
+            raise ValueError(f"tau must be a finite number > 0, got {self.tau}")
+        if self.schedule == "constant" and not (math.isfinite(self.eta) and self.eta > 0):
+            raise ValueError(f"eta must be a finite number > 0, got {self.eta}")
+        if not 0 < self.ema <= 1:
+            raise ValueError(f"ema must be in (0, 1], got {self.ema}")
         if self.schedule == "constant" and self.eta * self.tau > 1:
             raise ValueError(
                 f"eta·tau must be ≤ 1, got {self.eta}·{self.tau} = {self.eta * self.tau:g}"
             )
+        check_folder_option("out", self.out)
 
 
 def _curve_points(curve: np.ndarray, points: int = 200) -> dict[str, list]:

@@ -34,9 +34,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from nlhf.config import option, to_dict
-from nlhf.files import atomic_write_json, write_folder_atomically
+from nlhf.files import atomic_write_json, check_folder_option, write_folder_atomically
 from nlhf.train import sharding
-from nlhf.train.checkpoint import Checkpointer
+from nlhf.train.checkpoint import FIX, Checkpointer, CheckpointError, check_fits
 from nlhf.train.distributed import Processes
 from nlhf.train.metrics_log import MetricsLog, NoLog, check_finite, check_tracker_names
 from nlhf.train.optim import OptimizerName, ScheduleName, build_optimizer, lr_factor, parameters_of
@@ -77,6 +77,9 @@ class TrainFields:
 
     def __post_init__(self) -> None:
         check_tracker_names(self.report_to)
+        check_folder_option("out", self.out)
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
         if self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be ≥ 1, got {self.checkpoint_every}")
         if self.warmup_steps < 0:
@@ -318,7 +321,14 @@ class Trainer:
         state = self.checkpoints.load_latest() if self.config.resume else None
         if state is None:
             return 0
-        sharding.restore_weights(self.policy.model, self.optimizer, state)
+        folder = self.checkpoints.folder
+        check_fits(folder, state["trainable"], self.policy.model)
+        try:
+            sharding.restore_weights(self.policy.model, self.optimizer, state)
+        except ValueError as exc:  # torch: the optimizer's parameter groups differ
+            raise CheckpointError(
+                f"{folder}: the checkpoint's optimizer state does not fit this run ({exc}); {FIX}"
+            ) from None
         self.scheduler.load_state_dict(state["scheduler"])
         algorithm.load_state_dict(state["algorithm"])
         self.elapsed = float(state.get("elapsed", 0.0))

@@ -25,7 +25,7 @@ from nlhf.config import option
 from nlhf.data import fields
 from nlhf.data.chat import render_prompt
 from nlhf.data.errors import DataError
-from nlhf.data.loader import collect
+from nlhf.data.loader import check_source, collect
 from nlhf.data.rows import read_rows
 from nlhf.data.schema import as_prompt_content
 from nlhf.losses import dpo_loss, ipo_loss, sft_loss
@@ -33,12 +33,14 @@ from nlhf.metrics import wilson_interval
 from nlhf.train.core import Trainer, TrainFields
 from nlhf.train.distributed import Processes
 from nlhf.train.pairs import (
+    DATA_SETS,
     DataFields,
     EpochBatches,
     Objective,
     Share,
     load_training_pairs,
     split_indices,
+    too_few,
     train_and_evaluate,
 )
 from nlhf.train.policy_fields import PolicyFields, load_policy
@@ -132,7 +134,8 @@ def load_demonstrations(path: str, skip_bad_rows: bool = False) -> list[tuple[An
 def load_sft_split(config: OfflineConfig, tokenizer=None) -> tuple[list[Example], list[Example]]:
     """Demonstrations: a prompt/response file, or the chosen responses of preference pairs."""
     data = config.data
-    if data in ("hh", "imdb") or not _is_demonstration_file(data):
+    check_source("data", data, DATA_SETS)
+    if data in DATA_SETS or not _is_demonstration_file(data):
         train, held_out = load_pair_split(config, tokenizer)
         return (
             [Example(e.prompt, e.chosen) for e in train],
@@ -142,7 +145,10 @@ def load_sft_split(config: OfflineConfig, tokenizer=None) -> tuple[list[Example]
     if config.max_pairs is not None:
         rows = rows[: config.max_pairs]
     examples = [Example(render_prompt(p, tokenizer), r) for p, r in rows]
-    train, held = split_indices(len(examples), config.held_out, config.seed)
+    try:
+        train, held = split_indices(len(examples), config.held_out, config.seed)
+    except ValueError:
+        raise too_few(data, len(examples), "demonstration") from None
     return [examples[i] for i in train], [examples[i] for i in held]
 
 
@@ -175,7 +181,12 @@ def encode(
     completion_rows = [[*ids(r), eos_id][:max_completion_length] for r in responses]
     for i, row in enumerate(prompt_rows):
         if not row:
-            raise ValueError(f"batch row {i}: the prompt {prompts[i]!r:.60} has no tokens")
+            raise DataError(
+                "empty_text",
+                f"the prompt {prompts[i]!r:.60} has no tokens",
+                field="prompt",
+                location=f"batch row {i}",
+            )
     p_len = max(len(r) for r in prompt_rows)
     c_len = max(len(r) for r in completion_rows)
     prompt_ids = torch.full((len(prompts), p_len), pad_id, dtype=torch.long)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from nlhf.config import option
+from nlhf.config import ConfigError, option
 from nlhf.data.prompts import PromptFields, load_prompt_texts
 from nlhf.models.text import tokenize_prompts
 from nlhf.train import core
@@ -121,7 +121,7 @@ class Trainer(core.Trainer):
     ) -> None:
         procs = Processes(accelerator)
         if config.batch_size % (procs.count * config.grad_accum):
-            raise ValueError(
+            raise ConfigError(
                 f"batch_size ({config.batch_size}) must be a multiple of the number of "
                 f"processes ({procs.count}) × grad_accum ({config.grad_accum})"
             )

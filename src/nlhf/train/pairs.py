@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 
 from nlhf import data
-from nlhf.config import option, to_dict
+from nlhf.config import ConfigError, option, to_dict
+from nlhf.data.errors import DataError
+from nlhf.data.loader import check_source
 from nlhf.data.movie_reviews import review_pairs
 from nlhf.files import atomic_write_json
 from nlhf.train.core import Algorithm, Trainer
@@ -32,6 +34,9 @@ from nlhf.train.distributed import Processes
 
 HELD_OUT = 0.2
 """The share of the pairs every trainer holds out for evaluation by default."""
+
+DATA_SETS = ("hh", "imdb")
+"""The pair sets that ``data`` names without a file."""
 
 
 @dataclass
@@ -73,10 +78,15 @@ class DataFields:
 
 def load_training_pairs(config: DataFields, seed: int) -> tuple[Any, Any]:
     """(train, held_out) PreferenceDatasets of ``config.data``, split by prompt."""
+    check_source("data", config.data, DATA_SETS)
     if config.data == "hh":
         pairs = data.load_hh_harmless()
     elif config.data == "imdb":
-        pairs = review_pairs(config.max_pairs, words=config.imdb_words, seed=seed)
+        try:
+            pairs = review_pairs(config.max_pairs, words=config.imdb_words, seed=seed)
+        except ValueError as exc:  # too many pairs asked, or too few words
+            options = f"max_pairs={config.max_pairs}, imdb_words={config.imdb_words}"
+            raise ConfigError(f"data imdb ({options}): {exc}") from None
     else:
         pairs = data.load_pairs(config.data, skip_bad_rows=config.skip_bad_rows)
         if pairs.skipped:
@@ -84,7 +94,20 @@ def load_training_pairs(config: DataFields, seed: int) -> tuple[Any, Any]:
     if config.max_pairs is not None and len(pairs) > config.max_pairs:
         pairs = pairs[: config.max_pairs]
     prompts = {json.dumps(p.to_dict()["prompt"], sort_keys=True) for p in pairs}
-    return pairs.split(config.held_out, seed=seed, by_prompt=len(prompts) > 1)
+    try:
+        return pairs.split(config.held_out, seed=seed, by_prompt=len(prompts) > 1)
+    except ValueError as exc:  # too few pairs (or prompts) for both sides
+        raise too_few(config.data, len(pairs), "pair", exc) from None
+
+
+def too_few(source: str, n: int, what: str, detail: object = "") -> DataError:
+    """The error for a data set too small to split into training and held-out examples."""
+    why = f" ({detail})" if detail else ""
+    return DataError(
+        "no_rows",
+        f"{n} {what}{'' if n == 1 else 's'}: too few to train on and hold some out{why}",
+        source=source,
+    )
 
 
 def split_indices(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import torch
 
 from nlhf.config import option
+from nlhf.errors import UserError
 from nlhf.files import atomic_path
 from nlhf.losses import (
     gae,
@@ -186,6 +187,10 @@ def explained_variance(
     return float(1.0 - var_residual / var_returns)
 
 
+class JudgeKindError(UserError, TypeError):
+    """A judge that cannot drive the trainer (PPO needs scores, a preference model gives none)."""
+
+
 class PPO(Algorithm):
     """The algorithm: ``update`` = rollout, then the PPO epochs, then adapt β."""
 
@@ -193,7 +198,7 @@ class PPO(Algorithm):
 
     def __init__(self, trainer: Trainer, config: Config) -> None:
         if not isinstance(trainer.judge, ScoreJudge):
-            raise TypeError(
+            raise JudgeKindError(
                 f"PPO needs a scalar reward, but the judge is a {type(trainer.judge).__name__}: "
                 "use a reward model folder (nlhf train reward-model), vader, or a "
                 "FunctionJudge (any ScoreJudge); for a pairwise preference model use "

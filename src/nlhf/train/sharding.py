@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from nlhf.config import ConfigError
 from nlhf.models.lm import hf_model
 
 
@@ -178,7 +179,7 @@ def saved_state(policy: Any, main: bool) -> dict[str, torch.Tensor] | None:
 def check_processes(fsdp: bool, processes: int) -> None:
     """Refuse ``fsdp=true`` in a run of one process (there is nothing to shard over)."""
     if fsdp and processes < 2:
-        raise ValueError(
+        raise ConfigError(
             "fsdp=true shards the model over several processes, and this run has one: start "
             "it with accelerate launch --multi_gpu --num_processes N -m nlhf.cli train ..."
         )
