@@ -17,10 +17,11 @@ from nlhf.config import ConfigError, option
 from nlhf.data.prompts import PromptFields
 from nlhf.eval.rollouts import Sampling
 from nlhf.files import check_folder_option
+from nlhf.models.judges.load import JUDGE_HELP, JudgeFields
 
 
 @dataclass
-class Config(Sampling, PromptFields):
+class Config(Sampling, PromptFields, JudgeFields):
     """Tournament among policies: every pair compared by every judge on the same prompts,
     P(row ≻ column) with 95% intervals over prompts, KL to the reference, scores, lengths."""
 
@@ -34,9 +35,7 @@ class Config(Sampling, PromptFields):
         "the reference μ (for 'reference' and the KL): smollm2, a folder or a hub name; "
         "empty: the base model named by the first LoRA adapter among the policies",
     )
-    judges: list[str] = option(
-        ["vader"], "judges: vader, or folders from nlhf train reward-model|preference-model"
-    )
+    judges: list[str] = option(["vader"], "judges, each one of: " + JUDGE_HELP.split(": ", 1)[1])
     num_prompts: int = option(64, "prompts used: the first this many of the prompt set")
     pairing: Literal["all", "aligned"] = option(
         "all",
@@ -108,6 +107,7 @@ def run(config: Config) -> int:
         interval=config.interval,
         show_samples=config.show_samples,
         judge_batch_size=config.judge_batch_size,
+        judge_options=config.judge_options(),
         progress=config.progress,
         out=config.out,
     )

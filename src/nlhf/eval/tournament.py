@@ -23,11 +23,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nlhf.eval.entrants import Entrant, default_name, parse_entrants
+
+if TYPE_CHECKING:
+    from nlhf.models.judges.base import JudgeOptions
 from nlhf.eval.judging import Pairing, Verdict, count_comparisons, judge_tournament
 from nlhf.eval.rollouts import Completions, Sampling, sample_entrants
 from nlhf.eval.stats import (
@@ -165,13 +168,14 @@ def run_tournament(
     interval: Method = "t",
     show_samples: int = 3,
     judge_batch_size: int = 64,
+    judge_options: JudgeOptions | None = None,
     progress: bool = True,
     out: str | Path | None = None,
 ) -> Tournament:
     """Sample, judge and summarize; with ``out``, write the report files there.
 
     ``policies``: specs as in :mod:`nlhf.eval.entrants`; ``judges``: specs for
-    :func:`nlhf.models.judges.load_judge` (``vader``, a judge folder), judge objects, or a
+    :func:`nlhf.models.judges.load_judge` (read with ``judge_options``), judge objects, or a
     mapping name → judge; ``reference``: the reference policy (empty: the base model of the
     first LoRA adapter).
     """
@@ -185,7 +189,7 @@ def run_tournament(
         raise ValueError("no prompts given")
     named = judge_names(judges)
     entrants, ref_path = parse_entrants(list(policies), reference)
-    loaded = [(n, load_judge(j) if isinstance(j, str) else j) for n, j in named]
+    loaded = [(n, load_judge(j, judge_options) if isinstance(j, str) else j) for n, j in named]
 
     t0 = time.perf_counter()
     completions = sample_entrants(entrants, ref_path, prompts, sampling, progress)

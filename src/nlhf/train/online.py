@@ -21,6 +21,7 @@ import torch
 
 from nlhf.config import ConfigError, option
 from nlhf.data.prompts import PromptFields, load_prompt_texts
+from nlhf.models.judges.load import JUDGE_HELP, JudgeFields
 from nlhf.models.text import tokenize_prompts
 from nlhf.train import core
 from nlhf.train.core import TrainFields
@@ -29,12 +30,10 @@ from nlhf.train.policy_fields import PolicyFields, load_policy
 
 
 @dataclass
-class OnlineConfig(TrainFields, PolicyFields, PromptFields):
+class OnlineConfig(TrainFields, PolicyFields, PromptFields, JudgeFields):
     """Fields shared by every online algorithm."""
 
-    judge: str = option(
-        "vader", "judge: vader, or a folder from nlhf train reward-model|preference-model"
-    )
+    judge: str = option("vader", JUDGE_HELP)
     steps: int = option(100, "optimizer steps")
     time_limit: float = option(
         0.0,
@@ -130,7 +129,7 @@ class Trainer(core.Trainer):
         if judge is None:
             from nlhf.models.judges import load_judge
 
-            judge = load_judge(config.judge)
+            judge = load_judge(config.judge, config.judge_options())
         if prompts is None:
             prompts = load_prompt_texts(config, config.seed, policy.tokenizer)
         if not prompts:

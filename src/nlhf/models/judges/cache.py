@@ -1,0 +1,112 @@
+"""A cache in front of any judge: comparisons (or scores) already judged are not recomputed.
+
+    judge = cached(load_judge("runs/pm/model"))
+    judge(prompts, a, b)            # judged
+    judge(prompts, b, a)            # from the cache: 1 − the answers above, no forward
+    judge.hits, judge.misses
+
+A score judge caches one score per (prompt, completion), so a K × K matrix of comparisons
+costs K scores; any other judge caches P per (prompt, a, b) and knows (prompt, b, a) from it.
+Only comparisons missing from the cache reach the judge, each once per call.  The cache keeps
+the ``max_items`` newest entries.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import torch
+
+from nlhf.models.judges.base import Judge, ScoreJudge, check
+
+
+class _Memo:
+    def __init__(self, max_items: int) -> None:
+        self.values: OrderedDict[Hashable, float] = OrderedDict()
+        self.max_items, self.hits, self.misses = max_items, 0, 0
+
+    def lookup(self, keys: Sequence[Hashable], compute) -> torch.Tensor:
+        """Values of ``keys``; ``compute(missing keys) -> tensor`` fills the gaps."""
+        missing = list(dict.fromkeys(k for k in keys if k not in self.values))
+        self.hits += len(keys) - sum(1 for k in keys if k in missing)
+        self.misses += len(missing)
+        if missing:
+            for key, value in zip(missing, compute(missing).tolist(), strict=True):
+                self.store(key, value)
+        return torch.tensor([self.values[k] for k in keys], dtype=torch.float32)
+
+    def store(self, key: Hashable, value: float) -> None:
+        self.values[key] = value
+        self.values.move_to_end(key)
+        while len(self.values) > self.max_items:
+            self.values.popitem(last=False)
+
+
+class CachedJudge:
+    """A pairwise judge behind a cache of P(a ≻ b | x) (and its mirror image)."""
+
+    def __init__(self, judge: Judge, max_items: int = 50_000) -> None:
+        self.judge, self._memo = judge, _Memo(max_items)
+
+    @property
+    def hits(self) -> int:
+        return self._memo.hits
+
+    @property
+    def misses(self) -> int:
+        return self._memo.misses
+
+    def __call__(self, prompts, a, b) -> torch.Tensor:
+        check(prompts, a, b)
+
+        def compute(keys: list[tuple[str, str, str]]) -> torch.Tensor:
+            p = self.judge(*(list(column) for column in zip(*keys, strict=True)))
+            for (x, y, z), value in zip(keys, p.tolist(), strict=True):
+                self._memo.store((x, z, y), 1.0 - value)
+            return p
+
+        return self._memo.lookup(list(zip(prompts, a, b, strict=True)), compute)
+
+    def __getattr__(self, name: str) -> Any:  # both_orders, model, … of the judge inside
+        if name == "judge":
+            raise AttributeError(name)
+        return getattr(self.judge, name)
+
+
+class CachedScoreJudge(ScoreJudge):
+    """A score judge behind a cache of s(prompt, completion)."""
+
+    def __init__(self, judge: ScoreJudge, max_items: int = 50_000) -> None:
+        super().__init__(judge.scale)
+        self.judge, self._memo = judge, _Memo(max_items)
+
+    @property
+    def hits(self) -> int:
+        return self._memo.hits
+
+    @property
+    def misses(self) -> int:
+        return self._memo.misses
+
+    def scores(self, prompts, completions) -> torch.Tensor:
+        def compute(keys: list[tuple[str, str]]) -> torch.Tensor:
+            xs, ys = zip(*keys, strict=True)
+            return self.judge.scores(list(xs), list(ys)).float().cpu()
+
+        return self._memo.lookup(list(zip(prompts, completions, strict=True)), compute)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "judge":
+            raise AttributeError(name)
+        return getattr(self.judge, name)
+
+
+def cached(judge: Judge, max_items: int = 50_000) -> Judge:
+    """``judge`` behind the cache that suits it (scores for a score judge)."""
+    if isinstance(judge, CachedJudge | CachedScoreJudge):
+        return judge
+    if isinstance(judge, ScoreJudge):
+        return CachedScoreJudge(judge, max_items)
+    return CachedJudge(judge, max_items)
