@@ -15,6 +15,7 @@ and is what online trainers, ``nlhf eval`` and ``nlhf judge eval`` query.  The k
 - ``pairwise``: a causal LM that reads both responses and answers A or B, both orders
   averaged;
 - ``remote``: a judge served by ``nlhf judge serve``;
+- ``population``: annotator groups with different criteria, whose majority may cycle;
 - ``cache``: any of them behind a cache of what was already judged;
 - ``load``: ``load_judge(spec, options)`` and the ``judge_*`` command options.
 """

@@ -6,6 +6,7 @@
     judge = load_judge("path/to/instruct-lm")               # pairwise causal-LM judge
     judge = load_judge("http://127.0.0.1:8780")             # a judge server
     judge = load_judge("python:my_module:score")            # score(prompt, completion) -> float
+    judge = load_judge("population:default")                # or population:groups.yaml
 
 A folder (or hub name) is told apart by what it holds: ``nlhf_judge.json`` (written by
 ``nlhf train reward-model|preference-model``), else the ``architectures`` in its
@@ -30,7 +31,7 @@ from nlhf.models.judges.cache import cached
 JUDGE_HELP = (
     "judge: vader; a folder from nlhf train reward-model|preference-model; any sequence "
     "classifier or causal LM folder (hub name with hub access); http://HOST:PORT of "
-    "nlhf judge serve; python:module:function"
+    "nlhf judge serve; python:module:function; population:default or population:FILE.yaml"
 )
 
 
@@ -127,6 +128,10 @@ def build_judge(spec: str, options: JudgeOptions) -> Judge:
         return remote_judge(spec, options.token)
     if spec.startswith("python:"):
         return python_judge(spec)
+    if spec.startswith("population:"):
+        from nlhf.models.judges.population import PopulationJudge
+
+        return PopulationJudge.load(spec.removeprefix("population:"))
     path = Path(spec)
     if path.is_dir() and (path / KIND_FILE).exists():
         from nlhf.models.judges.trained import trained_judge
