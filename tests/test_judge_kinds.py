@@ -99,7 +99,7 @@ class BiasedTowardsA:
     def parameters(self):
         yield self.weight
 
-    def __call__(self, input_ids, attention_mask):
+    def __call__(self, input_ids, attention_mask, position_ids=None):
         logits = torch.zeros(*input_ids.shape, self.vocab)
         logits[..., self.a_id] = 2.0
         return type("Out", (), {"logits": logits})()
@@ -199,3 +199,23 @@ def test_trainers_take_a_judge_server(folders, policy, tmp_path):
     with running_server(create_app(judge, spec="reward")) as url:
         assert train_one_step("nash-md", policy, url, tmp_path / "nash") == 0
         assert train_one_step("ppo", policy, url, tmp_path / "ppo") == 0
+
+
+def test_a_gpt2_pairwise_judge_answers_the_same_alone_and_in_a_batch(tmp_path):
+    from nlhf.models.tiny import tiny_byte_lm
+
+    model, tok = tiny_byte_lm("gpt2", max_positions=1024)
+    model.save_pretrained(tmp_path / "gpt2")
+    tok.save_pretrained(tmp_path / "gpt2")
+    judge = load_judge(str(tmp_path / "gpt2"), JudgeOptions(cache=False))
+    together = judge(PROMPTS, A, B)
+    alone = torch.cat([judge([x], [y], [z]) for x, y, z in zip(PROMPTS, A, B, strict=True)])
+    torch.testing.assert_close(together, alone, atol=1e-5, rtol=0)
+
+
+def test_a_judge_token_is_not_written_into_run_records():
+    from nlhf.config import to_dict
+    from nlhf.train.nash_md import Config
+
+    assert to_dict(Config(judge_token="s3cret"))["judge_token"] == "(hidden)"
+    assert to_dict(Config())["judge_token"] == ""

@@ -120,3 +120,36 @@ def test_load_judge_takes_a_url_and_an_unreachable_one_is_one_error():
         assert judge.scores(["x"], ["abcd"]).tolist() == [pytest.approx(0.4)]
     with pytest.raises(ModelError, match="unreachable"):
         load_judge(url)
+
+
+def test_the_serve_command_runs_and_answers(tmp_path):
+    import subprocess
+    import sys
+
+    import children
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nlhf.cli", "judge", "serve", "--judge", "vader", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8",
+        env=children.env(tmp_path), preexec_fn=children.default_signals,
+    )  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("nlhf judge: serving vader on http://127.0.0.1:"), line
+        url = line.split(" on ")[1].strip()
+        judge = load_judge(url)
+        assert isinstance(judge, ScoreJudge)
+        p = judge(["x"], ["a wonderful film"], ["an awful film"])
+        torch.testing.assert_close(
+            p, load_judge("vader")(["x"], ["a wonderful film"], ["an awful film"])
+        )
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_server_serves_a_judge_not_another_server():
+    from nlhf.judge.serve_cli import Config
+
+    with pytest.raises(ValueError, match="not another server"):
+        Config(judge="http://127.0.0.1:1")

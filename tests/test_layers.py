@@ -35,6 +35,7 @@ BELOW_THE_COMMAND_LINE = (
     "control",
     "eval",
     "label",
+    "judge",
 )
 
 RULES = (
@@ -44,6 +45,7 @@ RULES = (
     Rule("nlhf.data", ("nlhf.train", "nlhf.models"), "data knows no models and no training"),
     Rule("nlhf.eval", ("nlhf.train",), "evaluation never imports training"),
     Rule("nlhf.label", ("nlhf.train",), "labeling never imports training"),
+    Rule("nlhf.judge", ("nlhf.train",), "judges are checked without training"),
     *(
         Rule(f"nlhf.{layer}", ("nlhf.cli",), "only the command line imports the command line")
         for layer in BELOW_THE_COMMAND_LINE

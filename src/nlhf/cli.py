@@ -106,6 +106,22 @@ COMMANDS: dict[str, Command | Group] = {
         "Tournament among policies: k × k win rates P(row ≻ column) with 95% intervals, "
         "KL to the reference, judge scores, where two judges disagree; markdown + heat map.",
     ),
+    "judge": Group(
+        "Judges on their own: check one on labelled pairs before optimizing against it, or "
+        "serve one over HTTP to several trainers.",
+        {
+            "eval": Command(
+                "nlhf.judge.eval_cli",
+                "Check a judge on preference pairs (HH, IMDB, JSONL/CSV): accuracy with 95% "
+                "interval, log loss, calibration, position and length bias, agreement of two.",
+            ),
+            "serve": Command(
+                "nlhf.judge.serve_cli",
+                "Serve a judge over HTTP (--judge http://HOST:PORT elsewhere), batching "
+                "concurrent requests; token required beyond loopback.",
+            ),
+        },
+    ),
     "label": Group(
         "Human feedback: a pairwise labeling web app and its preference-dataset export.",
         {

@@ -234,6 +234,14 @@ def config_from_args(cls: type, args: argparse.Namespace) -> Any:
     return build_config(cls, values, sources)
 
 
+SECRET_FIELDS = ("judge_token",)  # never written into the record of a run
+
+
 def to_dict(config: Any) -> dict[str, Any]:
-    """The config as a plain dict, ready for JSON or YAML (the record of a run)."""
-    return dataclasses.asdict(config)
+    """The config as a plain dict, ready for JSON or YAML (the record of a run); secrets
+    (``SECRET_FIELDS``) that were set appear as ``(hidden)``."""
+    record = dataclasses.asdict(config)
+    for name in SECRET_FIELDS:
+        if record.get(name):
+            record[name] = "(hidden)"
+    return record

@@ -99,7 +99,14 @@ class PairwiseLMJudge:
                 add_special_tokens=not self.chat,
                 return_tensors="pt",
             ).to(device)
-            logits = self.model(**batch).logits[:, -1, self.answer_ids].float()
+            # left padding: positions count from each row's first real token
+            positions = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+            out = self.model(
+                input_ids=batch["input_ids"],
+                attention_mask=batch["attention_mask"],
+                position_ids=positions,
+            )
+            logits = out.logits[:, -1, self.answer_ids].float()
             return logits.softmax(-1)[:, 0]
 
         return in_batches(prob, texts, self.options.batch_size)
