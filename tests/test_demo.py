@@ -14,7 +14,7 @@ import pytest
 import children
 from nlhf.config import ConfigError
 from nlhf.demo.config import PRESETS, Config, resolved
-from nlhf.demo.plan import Layout, judge_configs, methods, tournament_entrants
+from nlhf.demo.plan import Layout, judge_configs, methods, tournament_entrants, tournament_judges
 from nlhf.demo.report import compare, smooth, verdict, verdict_lines
 from nlhf.demo.run import command_line, start_or_resume
 
@@ -247,3 +247,11 @@ def test_quick_demo_on_the_embedded_models(tmp_path):
     report = (out / "report.md").read_text()
     estimate = compare(tournament, "vader", "nash-md", "reference")
     assert verdict(estimate, "nash-md", "reference") in report
+
+
+def test_more_tournament_judges_join_vader_and_the_preference_model(tmp_path):
+    layout = Layout(tmp_path)
+    plain = tournament_judges(resolved(Config()), layout)
+    assert list(plain) == ["vader", "preference-model"]
+    more = tournament_judges(resolved(Config(judges=["population:default"])), layout)
+    assert more["population:default"] == "population:default" and len(more) == 3

@@ -127,6 +127,11 @@ class Config:
     samples_per_prompt: int | None = option(
         None, "tournament completions per prompt and policy (default 4; quick 2)"
     )
+    judges: list[str] = option(
+        [],
+        "more tournament judges beside VADER and the trained preference model: any --judge "
+        "spec (a hub classifier or reward model, a pairwise LM, population:default, …)",
+    )
     progress: bool = option(True, "show progress bars")
 
     def __post_init__(self) -> None:

@@ -168,6 +168,8 @@ def tournament_entrants(config: Config, layout: Layout) -> list[str]:
     ]
 
 
-def tournament_judges(layout: Layout) -> dict[str, str]:
-    """VADER (no method trained on it) and the learned preference model."""
-    return {"vader": "vader", "preference-model": str(layout.judge("preference-model") / "model")}
+def tournament_judges(config: Config, layout: Layout) -> dict[str, str]:
+    """VADER (no method trained on it), the learned preference model, and ``config.judges``
+    (each named by its spec)."""
+    named = {"vader": "vader", "preference-model": str(layout.judge("preference-model") / "model")}
+    return {**named, **{spec: spec for spec in config.judges}}

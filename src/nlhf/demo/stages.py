@@ -100,7 +100,7 @@ def run_tournament(config: Config, layout: Layout) -> dict[str, Any]:
     result = tournament(
         tournament_entrants(config, layout),
         prompts,
-        tournament_judges(layout),
+        tournament_judges(config, layout),
         reference=resolve_model(config.policy, "policy"),
         sampling=Sampling(
             samples_per_prompt=config.samples_per_prompt,

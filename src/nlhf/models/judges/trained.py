@@ -60,12 +60,14 @@ class PreferenceModelJudge:
 
 def trained_judge(folder: Path, options: JudgeOptions) -> RewardModelJudge | PreferenceModelJudge:
     """The judge in a folder written by ``nlhf train reward-model|preference-model``."""
+    from nlhf.models.lm import DTYPES
+
     kind = read_kind(folder).get("kind")
-    device = options.torch_device()
+    place = {"device": options.torch_device(), "dtype": DTYPES[options.dtype]}
     if kind == "reward-model":
-        return RewardModelJudge(RewardModel.load(folder).to(device), options.batch_size)
+        return RewardModelJudge(RewardModel.load(folder).to(**place), options.batch_size)
     if kind == "preference-model":
-        return PreferenceModelJudge(PreferenceModel.load(folder).to(device), options.batch_size)
+        return PreferenceModelJudge(PreferenceModel.load(folder).to(**place), options.batch_size)
     raise ModelError(
         f"{folder}: unknown judge kind {kind!r} in {KIND_FILE} (expected reward-model or "
         "preference-model)"
