@@ -195,7 +195,7 @@ CASES = {
     "judge-folder-is-not-a-judge": (  # FileNotFoundError without .filename
         "train nash-mp",
         [*ONLINE, "--judge", "{not_a_judge}"],
-        ["not_a_judge: not an nlhf judge folder"],
+        ["not_a_judge: not a judge: its config.json names no architecture"],
     ),
     "judge-of-unknown-kind": (  # ValueError
         "train online-dpo",

@@ -4,10 +4,25 @@
     pi_star = solve_regularized_nash(P, mu, tau)        # (n,), the unique regularized NE
     traj = nash_md(P, mu, tau=tau, eta=eta, steps=T)    # (T + 1, n): π_0 … π_T
 
-Command line: ``nlhf tabular --help``.  numpy and scipy only.
+The general-preference family's exact updates (SPPO, INPO, ONPO, online IPO, EGPO, MMD,
+magnet reset, …) are in :mod:`nlhf.tabular.family`; their convergence study is
+:func:`nlhf.tabular.convergence.run_study`.  Command line: ``nlhf tabular --help``.
+numpy and scipy only.
 """
 
 from nlhf.tabular.dynamics import mixture_md, nash_ema, nash_md, nash_mp, omwu, theorem_schedule
+from nlhf.tabular.family import (
+    egpo,
+    inpo,
+    magnet_reset,
+    mirror_prox,
+    mmd,
+    online_ipo,
+    onpo,
+    proximal_point,
+    sampled_oracle,
+    sppo,
+)
 from nlhf.tabular.games import (
     GAMES,
     Game,
@@ -30,19 +45,29 @@ __all__ = [
     "condorcet",
     "cycle",
     "cycle_with_dominated",
+    "egpo",
     "exploitability",
     "fit_bradley_terry",
+    "inpo",
     "kl",
+    "magnet_reset",
     "make_game",
+    "mirror_prox",
     "mixture_md",
+    "mmd",
     "nash_ema",
     "nash_md",
     "nash_mp",
     "omwu",
+    "online_ipo",
+    "onpo",
+    "proximal_point",
     "random_intransitive",
     "reference_policy",
     "rlhf_policy",
+    "sampled_oracle",
     "solve_regularized_nash",
+    "sppo",
     "theorem_schedule",
     "total_variation",
     "win_rate",

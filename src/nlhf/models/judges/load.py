@@ -89,7 +89,7 @@ def architecture(where: str) -> str:
     if path.is_dir():
         config_file = path / "config.json"
         if not config_file.exists():
-            raise ModelError(f"{where}: not a judge folder (no nlhf_judge.json, no config.json)")
+            raise ModelError(f"{where}: not a judge: no nlhf_judge.json, no config.json")
         names = json.loads(config_file.read_text()).get("architectures") or []
     else:
         from transformers import AutoConfig
@@ -101,7 +101,10 @@ def architecture(where: str) -> str:
                 f"{where}: no such judge folder, and not a hub model ({exc})"
             ) from None
     if not names:
-        raise ModelError(f"{where}: its config.json names no architecture")
+        raise ModelError(
+            f"{where}: not a judge: its config.json names no architecture (a judge folder holds "
+            "a sequence classifier, a causal LM, or nlhf_judge.json)"
+        )
     return names[0]
 
 
