@@ -49,3 +49,12 @@ def test_console_script_help_lists_subcommands():
         [sys.executable, "-m", "nlhf.cli", "--help"], capture_output=True, text=True, check=True
     )
     assert "tabular" in result.stdout
+
+
+def test_the_convergence_study_from_the_command_line(tmp_path, capsys):
+    out = tmp_path / "conv"
+    assert main(["tabular", "--study", "convergence", "steps=300", "--out", str(out)]) == 0
+    assert "cases in" in capsys.readouterr().out
+    report = (out / "report.md").read_text()
+    assert "EGPO" in report and "INPO" in report and "magnet" in report.lower()
+    assert {p.name for p in out.glob("*.png")} >= {"rates_random.png", "rates_cycle.png"}
