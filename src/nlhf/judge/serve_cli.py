@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nlhf.config import option
-from nlhf.errors import UserError
 from nlhf.models.judges.load import JUDGE_HELP, JudgeFields
 
 
@@ -58,10 +57,7 @@ def run(config: Config) -> int:
     # the server batches; a cache in front of the model helps repeated comparisons
     judge = load_judge(config.judge, replace(config.judge_options(), token=""))
     app = create_app(judge, config.judge, token, config.max_batch)
-    try:
-        sock = bind(config.host, config.port)
-    except OSError as exc:
-        raise UserError(f"--host {config.host} --port {config.port}: {exc}") from None
+    sock = bind(config.host, config.port)  # a port in use is a one-line error
     url = url_of(sock)
     print(f"nlhf judge: serving {config.judge} on {url}", flush=True)
     if token and not config.judge_token:

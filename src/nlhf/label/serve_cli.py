@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nlhf.config import add_config_arguments, config_from_args, option
-from nlhf.errors import UserError, one_line
+from nlhf.errors import one_line
 from nlhf.label.app import AppSettings, create_app
 from nlhf.label.security import is_loopback
 from nlhf.label.server import bind, serve, url_of
@@ -91,10 +91,7 @@ def run(config: Config) -> int:
         session_days=config.session_days,
     )
     app = create_app(settings, store)
-    try:
-        sock = bind(config.host, config.port)
-    except OSError as exc:
-        raise UserError(f"--host {config.host} --port {config.port}: {exc}") from None
+    sock = bind(config.host, config.port)  # a port in use is a one-line error
     url = url_of(sock)
     print(f"nlhf label: serving on {url}", flush=True)
     total, complete = store.task_counts(config.labels_per_task)

@@ -19,6 +19,12 @@ from typing import Any
 
 import uvicorn
 
+from nlhf.errors import UserError
+
+
+class PortError(UserError, OSError):
+    """An address or port that cannot be listened on (in use, not this machine's, …)."""
+
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (IPv4 or IPv6)."""
@@ -33,7 +39,8 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        reason = exc.strerror or str(exc)
+        raise PortError(f"--host {host} --port {port}: cannot listen there: {reason}") from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock

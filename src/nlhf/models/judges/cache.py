@@ -44,11 +44,11 @@ class _Memo:
             self.values.popitem(last=False)
 
 
-class CachedJudge:
-    """A pairwise judge behind a cache of P(a ≻ b | x) (and its mirror image)."""
+class _Wrapper:
+    """What both caches share: the counts, and the wrapped judge's other attributes."""
 
-    def __init__(self, judge: Judge, max_items: int = 50_000) -> None:
-        self.judge, self._memo = judge, _Memo(max_items)
+    judge: Any
+    _memo: _Memo
 
     @property
     def hits(self) -> int:
@@ -57,6 +57,18 @@ class CachedJudge:
     @property
     def misses(self) -> int:
         return self._memo.misses
+
+    def __getattr__(self, name: str) -> Any:  # both_orders, model, … of the judge inside
+        if name in ("judge", "_memo"):
+            raise AttributeError(name)
+        return getattr(self.judge, name)
+
+
+class CachedJudge(_Wrapper):
+    """A pairwise judge behind a cache of P(a ≻ b | x) (and its mirror image)."""
+
+    def __init__(self, judge: Judge, max_items: int = 50_000) -> None:
+        self.judge, self._memo = judge, _Memo(max_items)
 
     def __call__(self, prompts, a, b) -> torch.Tensor:
         check(prompts, a, b)
@@ -69,26 +81,13 @@ class CachedJudge:
 
         return self._memo.lookup(list(zip(prompts, a, b, strict=True)), compute)
 
-    def __getattr__(self, name: str) -> Any:  # both_orders, model, … of the judge inside
-        if name == "judge":
-            raise AttributeError(name)
-        return getattr(self.judge, name)
 
-
-class CachedScoreJudge(ScoreJudge):
+class CachedScoreJudge(_Wrapper, ScoreJudge):
     """A score judge behind a cache of s(prompt, completion)."""
 
     def __init__(self, judge: ScoreJudge, max_items: int = 50_000) -> None:
         super().__init__(judge.scale)
         self.judge, self._memo = judge, _Memo(max_items)
-
-    @property
-    def hits(self) -> int:
-        return self._memo.hits
-
-    @property
-    def misses(self) -> int:
-        return self._memo.misses
 
     def scores(self, prompts, completions) -> torch.Tensor:
         def compute(keys: list[tuple[str, str]]) -> torch.Tensor:
@@ -96,11 +95,6 @@ class CachedScoreJudge(ScoreJudge):
             return self.judge.scores(list(xs), list(ys)).float().cpu()
 
         return self._memo.lookup(list(zip(prompts, completions, strict=True)), compute)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "judge":
-            raise AttributeError(name)
-        return getattr(self.judge, name)
 
 
 def cached(judge: Judge, max_items: int = 50_000) -> Judge:
