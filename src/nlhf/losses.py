@@ -10,7 +10,9 @@ a scalar to minimize, averaged over the batch.
 
 Conventions for the regularization strengths, which other libraries name differently:
 ``tau`` is the NLHF paper's KL coefficient τ (TRL's Nash-MD calls it ``beta``); ``beta`` in
-DPO/IPO is the inverse temperature of the implicit reward; ``kl_coef`` is PPO's KL penalty.
+DPO/IPO is the inverse temperature of the implicit reward; ``kl_coef`` is PPO's KL penalty;
+in the Nash family (SPPO, INPO, online IPO) ``eta`` is the step size, i.e. KL(π‖π_t) weighs
+1/η (docs/nash-family.md maps each paper's names onto this).
 """
 
 from __future__ import annotations
@@ -229,6 +231,96 @@ def online_pair_loss(
     return loss_fn(
         chosen[decided], rejected[decided], ref_chosen[decided], ref_rejected[decided], beta
     )
+
+
+# --------------------------------------------------------------------------- the Nash family
+#
+# One regression covers most of the general-preference family (docs/nash-family.md): the
+# policy's log-ratio against a set of anchors (π_ref, π_t, past iterates; weights λ_j summing
+# to 1 make a geometric mixture), pushed towards a target by a distance.  Strengths: ``tau``
+# weights KL(π‖π_ref); ``eta`` is the step size, the weight of KL(π‖π_t) being 1/η.
+
+
+def anchored_logratio(
+    logps: torch.Tensor, anchors: list[torch.Tensor], weights: list[float]
+) -> torch.Tensor:
+    """log π(y) − Σ_j λ_j log π_j(y): the log-ratio against the geometric mixture Π_j π_j^λ_j
+    (unnormalized) of the anchors, for sequence log-probs of any shape."""
+    if len(anchors) != len(weights) or not anchors:
+        raise ValueError(f"{len(anchors)} anchors but {len(weights)} weights")
+    return logps - sum(
+        w * a.detach().to(logps.dtype) for w, a in zip(weights, anchors, strict=True)
+    )
+
+
+def family_loss(
+    margin: torch.Tensor, target: torch.Tensor | float, distance: str = "squared"
+) -> torch.Tensor:
+    """The family's distance between a log-ratio (margin) and its target, averaged.
+
+    ``squared``: (margin − target)²; ``logistic``: the cross-entropy of σ(margin) against the
+    probability ``target`` (1 for a hard label, which gives DPO's −log σ(margin))."""
+    if distance == "squared":
+        return ((margin - target) ** 2).mean()
+    if distance == "logistic":
+        return preference_loss(
+            margin, torch.as_tensor(target, dtype=margin.dtype).expand_as(margin)
+        )
+    raise ValueError(f"distance must be squared or logistic, got {distance!r}")
+
+
+def leave_one_out_win_rates(preferences: torch.Tensor) -> torch.Tensor:
+    """P̂(y_i ≻ π) = mean_{j ≠ i} P(y_i ≻ y_j) for each of K samples of one prompt, from the
+    (…, K, K) matrix of pairwise preferences; unbiased for P(y_i ≻ π) when the samples are
+    independent draws of π (SPPO's pipeline averages σ(s_i − s_j) over all j, itself included)."""
+    k = preferences.shape[-1]
+    if k < 2:
+        raise ValueError("leave-one-out win rates need at least 2 samples")
+    eye = torch.eye(k, dtype=torch.bool, device=preferences.device)
+    return preferences.masked_fill(eye, 0.0).sum(-1) / (k - 1)
+
+
+def sppo_loss(
+    logps: torch.Tensor, anchor_logps: torch.Tensor, win_rates: torch.Tensor, eta: float
+) -> torch.Tensor:
+    """SPPO: (log π(y)/π_t(y) − η·(P̂(y ≻ π_t) − ½))² per sample, averaged (Wu et al. 2024);
+    the regression form of π_{t+1} ∝ π_t·exp(η·P(y ≻ π_t))."""
+    margin = anchored_logratio(logps, [anchor_logps], [1.0])
+    return family_loss(margin, eta * (win_rates.detach().to(logps.dtype) - 0.5))
+
+
+def inpo_loss(
+    chosen_logps: torch.Tensor,
+    rejected_logps: torch.Tensor,
+    ref_chosen: torch.Tensor,
+    ref_rejected: torch.Tensor,
+    anchor_chosen: torch.Tensor,
+    anchor_rejected: torch.Tensor,
+    tau: float,
+    eta: float,
+) -> torch.Tensor:
+    """INPO: (h − 1/(2η))² with h the log-ratio margin of (y_w, y_l) against the geometric
+    mixture π_ref^{τ/η}·π_t^{1−τ/η} (Zhang et al. 2024); IPO against π_t when τ = 0."""
+    if not 0.0 <= tau <= eta:
+        raise ValueError(f"INPO needs 0 ≤ tau ≤ eta, got tau={tau}, eta={eta}")
+    weights = [tau / eta, 1.0 - tau / eta]
+    margin = anchored_logratio(chosen_logps, [ref_chosen, anchor_chosen], weights)
+    margin = margin - anchored_logratio(rejected_logps, [ref_rejected, anchor_rejected], weights)
+    return family_loss(margin, 1.0 / (2.0 * eta))
+
+
+def online_ipo_loss(
+    logps_a: torch.Tensor,
+    logps_b: torch.Tensor,
+    ref_a: torch.Tensor,
+    ref_b: torch.Tensor,
+    target_gap: torch.Tensor,
+    tau: float,
+) -> torch.Tensor:
+    """Online IPO: (log π/π_ref(a) − log π/π_ref(b) − gap/τ)², with gap = P(a ≻ b) − ½
+    (Calandriello et al. 2024) or P(a ≻ y″) − P(b ≻ y″) against a third sample (EGPO)."""
+    margin = anchored_logratio(logps_a, [ref_a], [1.0]) - anchored_logratio(logps_b, [ref_b], [1.0])
+    return family_loss(margin, target_gap.detach().to(logps_a.dtype) / tau)
 
 
 def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
