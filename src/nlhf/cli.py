@@ -76,6 +76,16 @@ COMMANDS: dict[str, Command | Group] = {
                 "RLHF-PPO: clipped PPO + value head against a scalar reward (reward model, "
                 "VADER) with an adaptive KL penalty.",
             ),
+            "sppo": Command(
+                "nlhf.train.sppo",
+                "SPPO: K samples, leave-one-out win rates from pairwise judgements, square loss "
+                "towards η(P̂ − ½) against the policy of the step.",
+            ),
+            "inpo": Command(
+                "nlhf.train.inpo",
+                "INPO: a knockout tournament of K samples, IPO's loss against the mixture "
+                "π_ref^{τ/η}·π_t^{1−τ/η}.",
+            ),
             "online-dpo": Command(
                 "nlhf.train.online_dpo",
                 "Online DPO / IPO (loss_type=ipo): two samples per prompt, the judge picks.",

@@ -1,0 +1,156 @@
+"""``nlhf train inpo``: Iterative Nash Policy Optimization (Zhang et al. 2024), fully online.
+
+    nlhf train inpo                                      # SmolLM2 + LoRA, IMDB prompts, VADER
+    nlhf train inpo --judge runs/pm/model samples=8 eta=0.5 tau=0.1
+
+Each step, for every prompt x:
+
+1. K completions ~ π_t (the policy at the start of the step) from one KV-cached decode loop,
+   with log π_t and log π_ref;
+2. a knockout tournament picks (y_w, y_l) with binary judgements only (for K = 8: 4 first
+   matches, 3 among the winners, 3 among the losers, and the champion against the last,
+   11 comparisons; the final decides which of the two is y_w);
+3. :func:`nlhf.losses.inpo_loss`, (h − 1/(2η))² with h the margin of log π against the
+   geometric mixture π_ref^{τ/η}·π_t^{1−τ/η}, from one gradient forward over the two.
+
+Parameters and metrics: docs/trainers.md.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from nlhf.config import option
+from nlhf.losses import inpo_loss
+from nlhf.models import sample
+from nlhf.models.sampling import row_generators
+from nlhf.models.text import decode_completions
+from nlhf.train.core import Algorithm, NonFiniteError
+from nlhf.train.online import OnlineConfig, PromptBatch, train_and_report
+
+
+@dataclass
+class Config(OnlineConfig):
+    """INPO: K samples per prompt, a knockout tournament for (y_w, y_l), and IPO's square loss
+    against the geometric mixture of the reference and the policy of the step."""
+
+    out: str = option("runs/inpo", "output folder: metrics.jsonl, checkpoints/, policy/")
+    samples: int = option(4, "K: completions per prompt, a power of 2 (the paper: 8)")
+    eta: float = option(
+        0.5, "η: target 1/(2η), KL(π‖π_t) weighs 1/η (the paper: 0.005 over 3 data iterations)"
+    )
+    tau: float = option(
+        0.1, "τ ≤ η: KL(π‖π_ref) weight; the mixture weight of π_ref is τ/η (the paper: η/3)"
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.samples < 2 or self.samples & (self.samples - 1):
+            raise ValueError(f"samples must be a power of 2, at least 2; got {self.samples}")
+        if self.eta <= 0 or not 0 <= self.tau <= self.eta:
+            raise ValueError(f"need eta > 0 and 0 ≤ tau ≤ eta, got eta={self.eta}, tau={self.tau}")
+
+
+def knockout(judge, prompts: list[str], texts: list[str], k: int) -> tuple[torch.Tensor, ...]:
+    """(winner, loser, P(winner ≻ loser), comparisons) per prompt: a knockout tournament of
+    the K completions of each prompt (``texts`` sample-major), one judge call per round."""
+    n = len(prompts)
+    rows = torch.arange(n)
+
+    def match(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:  # (n, m) indices
+        m = first.shape[1]
+        a = [texts[int(first[b, j]) * n + b] for j in range(m) for b in range(n)]
+        c = [texts[int(second[b, j]) * n + b] for j in range(m) for b in range(n)]
+        return judge(prompts * m, a, c).float().reshape(m, n).T
+
+    order = torch.arange(k).repeat(n, 1)
+    p = match(order[:, 0::2], order[:, 1::2])
+    first_wins = p >= 0.5
+    winners = torch.where(first_wins, order[:, 0::2], order[:, 1::2])
+    losers = torch.where(first_wins, order[:, 1::2], order[:, 0::2])
+    calls = k // 2
+    while winners.shape[1] > 1:  # both brackets' rounds in one call
+        both = torch.cat([winners, losers], 1)
+        p = match(both[:, 0::2], both[:, 1::2])
+        half = winners.shape[1] // 2
+        first_wins = p >= 0.5
+        keep_first = torch.cat([first_wins[:, :half], ~first_wins[:, half:]], 1)
+        kept = torch.where(keep_first, both[:, 0::2], both[:, 1::2])
+        winners, losers = kept[:, :half], kept[:, half:]
+        calls += 2 * half
+    if k > 2:  # the final: which of the champion and the last is y_w
+        p = match(winners, losers)[:, 0]
+        calls += 1
+        swap = p < 0.5
+        w = torch.where(swap, losers[:, 0], winners[:, 0])
+        lose = torch.where(swap, winners[:, 0], losers[:, 0])
+        p = torch.where(swap, 1.0 - p, p)
+    else:
+        w, lose, p = (
+            winners[:, 0],
+            losers[:, 0],
+            torch.where(first_wins[:, 0], p[:, 0], 1 - p[:, 0]),
+        )
+    return w * n + rows, lose * n + rows, p, torch.tensor(calls)
+
+
+class INPO(Algorithm):
+    """The algorithm: K samples, a knockout tournament, the INPO square loss on the pair."""
+
+    config: Config
+
+    def loss(self, batch: PromptBatch, step: int) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg, policy = self.config, self.trainer.policy
+        n, k = len(batch.rows), cfg.samples
+        t0 = time.perf_counter()
+        # 1. K completions per prompt from one decode loop, with log π_t and log π_ref
+        generators = [g for s in range(k) for g in row_generators(cfg.seed, step, batch.rows, s)]
+        out = sample(
+            policy,
+            batch.ids,
+            batch.mask,
+            cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            generator=generators,
+            num_samples=k,
+        )
+        ref_tokens = policy.reference_logprobs(batch.ids, batch.mask, out.tokens, out.mask)
+        t1 = time.perf_counter()
+        # 2. the knockout tournament picks (y_w, y_l)
+        texts = decode_completions(policy.tokenizer, out.tokens, out.mask)
+        w, lose, p_chosen, calls = knockout(self.trainer.judge, list(batch.texts), texts, k)
+        t2 = time.perf_counter()
+        # 3. INPO's loss on one gradient forward over the two chosen rows of each prompt
+        pick = torch.cat([w, lose]).to(out.tokens.device)
+        logps = policy.logprobs(batch.ids, batch.mask, out.tokens[pick], out.mask[pick]).sum(-1)
+        if not torch.isfinite(p_chosen).all():  # after the forward every process runs
+            raise NonFiniteError("judge preference")
+        ref = ref_tokens.sum(-1)[pick]
+        anchor = out.policy_logprobs.sum(-1)[pick]  # log π_t
+        loss = inpo_loss(
+            logps[:n], logps[n:], ref[:n], ref[n:], anchor[:n], anchor[n:], cfg.tau, cfg.eta
+        )
+        t3 = time.perf_counter()
+        with torch.no_grad():
+            kl = (out.policy_logprobs - ref_tokens).sum(-1)
+            lengths = out.lengths.float()
+            margin = (logps[:n] - anchor[:n]) - (logps[n:] - anchor[n:])
+        return loss, {
+            "judge_chosen_prob": float(p_chosen.mean()),
+            "margin": float(margin.mean()),
+            "kl": float(kl.mean()),
+            "length": float(lengths.mean()),
+            "length_chosen": float(lengths[w].mean()),
+            "length_rejected": float(lengths[lose].mean()),
+            "comparisons": float(calls),
+            "sample_seconds": t1 - t0,
+            "judge_seconds": t2 - t1,
+            "forward_seconds": t3 - t2,
+        }
+
+
+def run(config: Config) -> int:
+    return train_and_report(config, INPO, "inpo")

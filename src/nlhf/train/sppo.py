@@ -1,0 +1,124 @@
+"""``nlhf train sppo``: Self-Play Preference Optimization (Wu et al. 2024), fully online.
+
+    nlhf train sppo                                      # SmolLM2 + LoRA, IMDB prompts, VADER
+    nlhf train sppo --judge runs/pm/model samples=5 eta=1.0 steps=300
+
+Each step, for every prompt x:
+
+1. K completions y_1 … y_K ~ π_t (the policy at the start of the step) from one KV-cached
+   decode loop, with their log π_t;
+2. the judge compares every pair (K(K−1)/2 calls per prompt) and P̂(y_i ≻ π_t) is the
+   leave-one-out mean of y_i's preferences over the others, unbiased for P(y_i ≻ π_t)
+   (the released pipeline instead averages σ(s_i − s_j) of per-candidate scores, itself
+   included, which shrinks P̂ towards ½);
+3. :func:`nlhf.losses.sppo_loss`, (log π_θ/π_t(y_i) − η(P̂_i − ½))², from one gradient
+   forward that runs each prompt once for its K completions.
+
+SPPO has no KL to the reference: π_t is its anchor.  Parameters and metrics: docs/trainers.md.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from itertools import combinations
+
+import torch
+
+from nlhf.config import option
+from nlhf.losses import leave_one_out_win_rates, sppo_loss
+from nlhf.models import sample
+from nlhf.models.sampling import row_generators
+from nlhf.models.text import decode_completions
+from nlhf.train.core import Algorithm, NonFiniteError
+from nlhf.train.online import OnlineConfig, PromptBatch, train_and_report
+
+
+@dataclass
+class Config(OnlineConfig):
+    """SPPO: K samples per prompt, leave-one-out win rates from pairwise judgements, and a
+    square-loss step of log π/π_t towards η·(P̂ − ½)."""
+
+    out: str = option("runs/sppo", "output folder: metrics.jsonl, checkpoints/, policy/")
+    samples: int = option(4, "K: completions per prompt, all pairs judged (the paper: 5)")
+    eta: float = option(
+        1.0,
+        "η of π_{t+1} ∝ π_t·exp(η·P(y ≻ π_t)) (the paper: 1000, i.e. β = 1e-3, with lr 5e-7 "
+        "over three data iterations; an online step needs a smaller one)",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.samples < 2:
+            raise ValueError(f"samples must be ≥ 2, got {self.samples}")
+        if self.eta <= 0:
+            raise ValueError(f"eta must be > 0, got {self.eta}")
+
+
+def pairwise_matrix(judge, prompts: list[str], texts: list[str], k: int) -> torch.Tensor:
+    """(B, K, K) P(y_i ≻ y_j | x) for B prompts with K completions each (``texts`` sample-
+    major: completion i of prompt b is ``texts[i·B + b]``), from one judge call."""
+    n = len(prompts)
+    pairs = list(combinations(range(k), 2))
+    a = [texts[i * n + b] for i, _ in pairs for b in range(n)]
+    c = [texts[j * n + b] for _, j in pairs for b in range(n)]
+    p = judge(prompts * len(pairs), a, c).float().reshape(len(pairs), n)
+    matrix = torch.full((n, k, k), 0.5)
+    for index, (i, j) in enumerate(pairs):
+        matrix[:, i, j], matrix[:, j, i] = p[index], 1.0 - p[index]
+    return matrix
+
+
+class SPPO(Algorithm):
+    """The algorithm: K samples, all-pairs judgements, leave-one-out P̂, the square loss."""
+
+    config: Config
+
+    def loss(self, batch: PromptBatch, step: int) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg, policy = self.config, self.trainer.policy
+        n, k = len(batch.rows), cfg.samples
+        t0 = time.perf_counter()
+        # 1. K completions per prompt from one decode loop, with log π_t and log μ
+        generators = [g for s in range(k) for g in row_generators(cfg.seed, step, batch.rows, s)]
+        out = sample(
+            policy,
+            batch.ids,
+            batch.mask,
+            cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            generator=generators,
+            num_samples=k,
+        )
+        ref_tokens = policy.reference_logprobs(batch.ids, batch.mask, out.tokens, out.mask)
+        t1 = time.perf_counter()
+        # 2. all pairs judged, leave-one-out win rates (sample-major like the rows)
+        texts = decode_completions(policy.tokenizer, out.tokens, out.mask)
+        matrix = pairwise_matrix(self.trainer.judge, list(batch.texts), texts, k)
+        win = leave_one_out_win_rates(matrix).T.reshape(-1).to(policy.device)
+        t2 = time.perf_counter()
+        # 3. the square loss on one gradient forward
+        logps = policy.logprobs(batch.ids, batch.mask, out.tokens, out.mask).sum(-1)
+        if not torch.isfinite(win).all():  # after the forward every process runs
+            raise NonFiniteError("judge preference")
+        anchor = out.policy_logprobs.sum(-1)  # log π_t of the samples
+        loss = sppo_loss(logps, anchor, win, cfg.eta)
+        t3 = time.perf_counter()
+        with torch.no_grad():
+            kl = (out.policy_logprobs - ref_tokens).sum(-1)
+            best = win.reshape(k, n).argmax(0)
+            lengths = out.lengths.float().reshape(k, n)
+            by_prompt = win.reshape(k, n)
+        return loss, {
+            "win_rate_spread": float((by_prompt.max(0).values - by_prompt.min(0).values).mean()),
+            "target": float((cfg.eta * (win - 0.5)).abs().mean()),
+            "kl": float(kl.mean()),
+            "length": float(lengths.mean()),
+            "length_best": float(lengths.gather(0, best[None]).mean()),
+            "sample_seconds": t1 - t0,
+            "judge_seconds": t2 - t1,
+            "forward_seconds": t3 - t2,
+        }
+
+
+def run(config: Config) -> int:
+    return train_and_report(config, SPPO, "sppo")
