@@ -62,9 +62,17 @@ def test_concurrent_labelers_keep_every_rule(store):
         assert t.votes == k or seen[t.id] == n_labelers  # full, or everyone has answered it
 
 
-def test_app_on_postgres(store):
+def test_a_server_database_needs_a_key_file_outside_it(store, tmp_path):
+    from nlhf.label.store import LabelError
+
+    with pytest.raises(LabelError, match="--key-file"):
+        create_app(AppSettings(db=URL), store)
+
+
+def test_app_on_postgres(store, tmp_path):
     store.add_tasks([TaskInput("p", "<b>x</b>", "y")])
-    client = TestClient(create_app(AppSettings(db=URL), store), base_url="http://127.0.0.1")
+    settings = AppSettings(db=URL, key_file=str(tmp_path / "labels.key"))
+    client = TestClient(create_app(settings, store), base_url="http://127.0.0.1")
     anon = client.get("/api/session").json()["csrf_token"]
     token = client.post("/api/login", json={"name": "ann"}, headers={"X-CSRF-Token": anon})
     h = {"X-CSRF-Token": token.json()["csrf_token"]}
