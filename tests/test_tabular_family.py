@@ -182,9 +182,11 @@ def test_magnet_reset_runs_blocks_against_the_last_policy():
 def test_the_regularized_equilibrium_is_a_fixed_point_of_every_regularized_method(game, tau, a):
     P, mu = game
     pi_star = solve_regularized_nash(P, mu, tau)
+    eta = a / tau
     for name, method in REGULARIZED.items():
-        traj = method(P, mu, tau=tau, eta=a / tau, steps=3, pi0=pi_star)
-        assert np.max(np.abs(traj - pi_star)) < 1e-9, name
+        # one step: the solver's rounding error grows by up to ~η·|P| a step (η reaches 100)
+        traj = method(P, mu, tau=tau, eta=eta, steps=1, pi0=pi_star)
+        assert np.max(np.abs(traj - pi_star)) < 1e-9 * (1 + eta), name
 
 
 @pytest.mark.parametrize("name", list(REGULARIZED))
