@@ -5,7 +5,9 @@ checkpoints that resume bit for bit, NaN/inf named by the step of metrics.jsonl 
 gradient clipping, a head trained beside the policy, and a saved result.
 """
 
+import copy
 import json
+import math
 from dataclasses import dataclass
 
 import pytest
@@ -183,3 +185,57 @@ def test_module_gives_heads_their_own_learning_rate():
     body, heads = groups.trainable_parameters()
     assert [id(p) for p in heads["params"]] == [id(model[1].weight), id(model[1].bias)]
     assert heads["lr"] == 0.5 and "lr" not in body and len(body["params"]) == 2
+
+
+def test_extragradient_steps_from_theta_with_the_look_ahead_gradient(tmp_path):
+    """θ½ = step(θ, g(θ)); θ′ = step(θ, g(θ½)) from θ's optimizer state: checked against two
+    plain AdamW optimizers driven by hand, on a rotational (game) field F(x, y) = (y, −x)."""
+
+    def field_loss(p):
+        x, y = p[0], p[1]
+        return x * y.detach() - y * x.detach()  # ∇x = y, ∇y = −x: a bilinear game's field
+
+    class Chunk:
+        weight = 1.0
+
+    point = torch.nn.Parameter(torch.tensor([1.0, 0.5]))
+    holder = torch.nn.Module()
+    holder.p = point
+    config = TrainFields(out=str(tmp_path / "eg"), lr=0.1, grad_clip=0.0, tensorboard=False)
+    trainer = Trainer(
+        config, Module(holder, lambda folder: None), steps=3, batches=lambda s: [Chunk()]
+    )
+    reference = torch.nn.Parameter(point.detach().clone())
+    opt = torch.optim.AdamW([reference], lr=0.1, weight_decay=0.0)
+    for _ in range(3):
+        trainer.extragradient_step(lambda chunk: (field_loss(point), {}), [Chunk()])
+        theta, state = reference.detach().clone(), copy.deepcopy(opt.state_dict())
+        opt.zero_grad()
+        field_loss(reference).backward()
+        opt.step()  # θ½
+        opt.zero_grad()
+        field_loss(reference).backward()  # g(θ½)
+        grad = reference.grad.clone()
+        with torch.no_grad():
+            reference.copy_(theta)
+        opt.load_state_dict(state)
+        reference.grad = grad
+        opt.step()
+        torch.testing.assert_close(point.detach(), reference.detach(), rtol=0, atol=1e-7)
+    assert float(point.detach().norm()) < float(torch.tensor([1.0, 0.5]).norm())
+
+
+def test_extragradient_runs_an_online_trainer_and_refuses_where_it_cannot(tmp_path):
+    import tiny_train
+    from nlhf.train import nash_md, nash_mp, ppo
+
+    trainer, config = tiny_train.make(
+        "nash-md", str(tmp_path / "eg"), ["steps=2", "extragradient=true"]
+    )
+    before = [p.detach().clone() for p in trainer.params]
+    last = trainer.run(nash_md.NashMDPG(trainer, config), "nash-md")
+    assert math.isfinite(last["loss"]) and last["grad_norm"] > 0
+    assert any(not torch.equal(a, b.detach()) for a, b in zip(before, trainer.params, strict=True))
+    for module in (nash_mp, ppo):
+        with pytest.raises(ValueError, match="extragradient"):
+            module.Config(extragradient=True)

@@ -12,7 +12,8 @@ step (:meth:`Trainer.run`):
 2. ``algorithm.update(chunks, step) -> metrics``: by default one gradient step on the
    algorithm's ``loss`` (:meth:`Trainer.gradient_step`: every process runs the same forwards and
    backwards, a NaN/inf is agreed on before each backward pass, gradients are summed over the
-   processes, clipped, one optimizer step);
+   processes, clipped, one optimizer step), or with ``extragradient`` in the config the
+   look-ahead and the step of :meth:`Trainer.extragradient_step`;
 3. the learning-rate schedule, ``metrics.jsonl`` + TensorBoard + trackers, the progress bar,
    a checkpoint every ``checkpoint_every`` steps (resumed by the same command);
 4. at the end the policy is saved to ``<out>/<save_as>``, written to a temp folder and renamed.
@@ -22,6 +23,7 @@ Several processes and sharding: ``docs/distributed.md``; the trainers: ``docs/tr
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -161,7 +163,12 @@ class Algorithm:
         raise NotImplementedError(f"{type(self).__name__} defines neither loss nor update")
 
     def update(self, chunks: list[Any], step: int) -> dict[str, float]:
-        return self.trainer.gradient_step(lambda chunk: self.loss(chunk, step), chunks)
+        def loss_fn(chunk: Any) -> tuple[torch.Tensor, dict[str, float]]:
+            return self.loss(chunk, step)
+
+        if getattr(self.config, "extragradient", False):
+            return self.trainer.extragradient_step(loss_fn, chunks)
+        return self.trainer.gradient_step(loss_fn, chunks)
 
     def before_training(self) -> None:
         """Called once per run after the checkpoint is restored, before the first step."""
@@ -293,6 +300,26 @@ class Trainer:
         """One optimizer step on the chunks' weighted losses; their metrics and ``grad_norm``."""
         self.optimizer.zero_grad(set_to_none=True)
         metrics = self.accumulate(loss_fn, chunks)
+        metrics["grad_norm"] = self.clip_and_step()
+        return metrics
+
+    def extragradient_step(
+        self, loss_fn: Callable[[Any], tuple[torch.Tensor, dict[str, float]]], chunks: list[Any]
+    ) -> dict[str, float]:
+        """The extragradient update (EGPO, Zhou et al. 2025): a look-ahead step θ → θ½ with
+        the gradient at θ, then the weights and the optimizer state put back to θ and one step
+        from there with the gradient at θ½ (the losses at θ½ sample and judge afresh).  The
+        metrics are those of θ½, ``grad_norm`` the norm of its gradient."""
+        if self.fsdp:
+            raise ValueError("extragradient does not run with fsdp=true yet")
+        saved = [p.detach().clone() for p in self.params]
+        saved_optimizer = copy.deepcopy(self.optimizer.state_dict())
+        self.gradient_step(loss_fn, chunks)  # θ → θ½
+        metrics = self.accumulate(loss_fn, chunks)  # the gradient at θ½
+        with torch.no_grad():
+            for p, value in zip(self.params, saved, strict=True):
+                p.copy_(value)
+        self.optimizer.load_state_dict(saved_optimizer)
         metrics["grad_norm"] = self.clip_and_step()
         return metrics
 

@@ -34,6 +34,11 @@ class OnlineConfig(TrainFields, PolicyFields, PromptFields, JudgeFields):
     """Fields shared by every online algorithm."""
 
     judge: str = option("vader", JUDGE_HELP)
+    extragradient: bool = option(
+        False,
+        "EGPO's outer loop (Zhou et al. 2025): a look-ahead step, then the step from the same "
+        "point with the look-ahead's gradient (twice the samples and judge calls per step)",
+    )
     steps: int = option(100, "optimizer steps")
     time_limit: float = option(
         0.0,
@@ -49,6 +54,8 @@ class OnlineConfig(TrainFields, PolicyFields, PromptFields, JudgeFields):
     def __post_init__(self) -> None:
         TrainFields.__post_init__(self)
         PolicyFields.__post_init__(self)
+        if self.extragradient and self.fsdp:
+            raise ValueError("extragradient does not run with fsdp=true yet")
         for name in ("steps", "batch_size", "grad_accum", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")

@@ -98,6 +98,10 @@ class Config(OnlineConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.extragradient:
+            raise ValueError(
+                "extragradient: not for this trainer (PPO takes its own epochs of steps)"
+            )
         for name in ("ppo_epochs", "mini_batches", "kl_horizon"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
