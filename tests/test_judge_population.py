@@ -127,3 +127,21 @@ def test_every_built_in_criterion_scores_text():
     for name, (make, _) in CRITERIA.items():
         scores = make()(["p", "p"], ["A wonderful film!", "dull"])
         assert scores.shape == (2,) and torch.isfinite(scores).all(), name
+
+
+def test_a_population_s_definition_is_recorded_in_the_run_config(tmp_path):
+    import json
+
+    import tiny_train
+    from nlhf.train import nash_md
+
+    population = PopulationJudge.from_definition(
+        {"groups": [{"criterion": "vocabulary"}, {"criterion": "brevity", "temperature": 0.5}]}
+    )
+    trainer, config = tiny_train.make(
+        "nash-md", str(tmp_path / "run"), ["steps=1"], judge=population
+    )
+    trainer.run(nash_md.NashMDPG(trainer, config), "nash-md")
+    record = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert record["judge_definition"] == population.definition
+    assert record["judge_definition"]["groups"][1]["temperature"] == 0.5

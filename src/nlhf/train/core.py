@@ -373,6 +373,9 @@ class Trainer:
         log: MetricsLog | NoLog = NoLog()
         if main:
             run_config = {"algorithm": name, **to_dict(cfg), "processes": procs.count}
+            definition = getattr(self.judge, "definition", None)  # e.g. a population's groups
+            if definition is not None:
+                run_config["judge_definition"] = definition
             log = MetricsLog(
                 self.out, cfg.tensorboard, start, cfg.report_to, cfg.project, run_config
             )
