@@ -20,7 +20,7 @@ from nlhf.cli import COMMANDS, main
 from tiny_encoder import make_tiny_encoder
 from trainer_docs import logged_metrics
 
-ONLINE = ["nash-md", "nash-ema", "nash-mp", "ppo", "online-dpo", "sppo", "inpo"]
+ONLINE = ["nash-md", "nash-ema", "nash-mp", "ppo", "online-dpo", "sppo", "inpo", "dno"]
 OFFLINE = ["dpo", "ipo", "sft"]
 JUDGES = ["reward-model", "preference-model"]
 WORDS = "item good bad film a great awful".split()

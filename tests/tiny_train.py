@@ -4,7 +4,7 @@
         [--win-rate]
     python tests/tiny_train.py nash-md runs/x lora_r=4 --die-after-checkpoint 4
 
-ALGORITHM is nash-md, nash-ema, nash-mp, online-dpo, ppo, sppo or inpo; it trains into OUT for
+ALGORITHM is nash-md, nash-ema, nash-mp, online-dpo, ppo, sppo, inpo or dno; it trains into OUT for
 6 steps of 4 prompts × 6 tokens with a checkpoint every 2 steps (seed 3), against a judge that
 counts lowercase letters.  ``key=value`` sets any field of the trainer's ``Config`` (typed as on the
 command line: ``lora_r=4 loss_type=ipo``), ``lora_r`` also the policy's adapter.
@@ -32,7 +32,7 @@ from nlhf.models import Policy, PolicyConfig, sample
 from nlhf.models.judges import FunctionJudge
 from nlhf.models.text import decode_completions, tokenize_prompts
 from nlhf.models.tiny import tiny_byte_lm
-from nlhf.train import inpo, nash_ema, nash_md, nash_mp, online_dpo, ppo, sppo
+from nlhf.train import dno, inpo, nash_ema, nash_md, nash_mp, online_dpo, ppo, sppo
 from nlhf.train.online import Trainer
 
 PROMPTS = ["say a", "hello", "abc", "x", "the cat", "a b"]
@@ -47,6 +47,7 @@ ALGORITHMS = {  # module, algorithm, settings beyond SHARED, the judge's scale
     "online-dpo": (online_dpo, online_dpo.OnlineDPO, dict(lr=3e-3, beta=0.1), 2.0),
     "sppo": (sppo, sppo.SPPO, dict(lr=3e-3, samples=3, eta=1.0), 2.0),
     "inpo": (inpo, inpo.INPO, dict(lr=3e-3, samples=4, eta=0.5, tau=0.1), 2.0),
+    "dno": (dno, dno.DNO, dict(lr=3e-3, samples=3, eta=1.0, min_margin=0.1, replay=1.0), 2.0),
     "ppo": (
         ppo,
         ppo.PPO,

@@ -86,6 +86,11 @@ COMMANDS: dict[str, Command | Group] = {
                 "INPO: a knockout tournament of K samples, IPO's loss against the mixture "
                 "π_ref^{τ/η}·π_t^{1−τ/η}.",
             ),
+            "dno": Command(
+                "nlhf.train.dno",
+                "DNO: DPO against the policy of the step on large-margin pairs by win rate, "
+                "with replay of earlier pairs.",
+            ),
             "online-dpo": Command(
                 "nlhf.train.online_dpo",
                 "Online DPO / IPO (loss_type=ipo): two samples per prompt, the judge picks.",
