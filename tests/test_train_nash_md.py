@@ -133,3 +133,33 @@ def test_nash_md_learns_what_the_judge_prefers(tmp_path):
         "nash-md", tmp_path, "steps=60", "batch_size=8", "lr=1e-2", "checkpoint_every=1000"
     )
     assert win > 0.8
+
+
+def test_magnet_reset_makes_the_reference_the_policy_every_n_steps(tmp_path):
+    trainer, config = tiny_train.make("nash-md", str(tmp_path), ["steps=3", "magnet_every=2"])
+    reference = trainer.policy.reference
+    start = {k: v.clone() for k, v in reference.state_dict().items()}
+    seen = {}
+    after = trainer.after_step
+
+    def watch(step):
+        after(step)
+        seen[step] = {k: v.clone() for k, v in reference.state_dict().items()}
+
+    trainer.after_step = watch
+    trainer.run(nash_md.NashMDPG(trainer, config), "nash-md")
+    model = trainer.policy.model.state_dict()
+    assert all(torch.equal(seen[1][k], start[k]) for k in start)  # step 1: unchanged
+    assert not all(torch.equal(seen[2][k], start[k]) for k in start)  # step 2: reset
+    # the reference is the policy of step 2, not of step 3 (the last step resets nothing)
+    assert all(torch.equal(seen[3][k], seen[2][k]) for k in start)
+    assert not all(torch.equal(seen[3][k], model[k]) for k in start)
+    with pytest.raises(ValueError, match="lora_r=0"):
+        nash_md.Config(magnet_every=2, lora_r=8)
+
+
+@pytest.mark.slow
+def test_a_run_with_magnet_resets_resumes_bit_for_bit(tmp_path):
+    full, resumed = kill_and_resume("nash-md", tmp_path, "magnet_every=3")
+    assert_identical(policy_weights(full), policy_weights(resumed))
+    assert [r["loss"] for r in metrics(full)] == [r["loss"] for r in metrics(resumed)]

@@ -186,6 +186,27 @@ class Policy:
             return self._frozen_reference
         return AdapterDisabled(self.model)
 
+    def reset_reference(self) -> None:
+        """μ becomes the policy as it is now (MPO's and COMAL's magnet reset); only with a
+        frozen copy (lora_r=0): under LoRA μ is the base model with the adapter off."""
+        if self._frozen_reference is None:
+            raise ConfigError("resetting the reference needs lora_r=0 (a frozen copy)")
+        now = self.model.state_dict()
+        with torch.no_grad():
+            for name, value in self._frozen_reference.state_dict().items():
+                value.copy_(now[name])
+
+    def reference_state(self) -> dict[str, torch.Tensor]:
+        """The frozen reference's weights (to checkpoint a reset one); {} under LoRA."""
+        if self._frozen_reference is None:
+            return {}
+        return {k: v.detach().clone() for k, v in self._frozen_reference.state_dict().items()}
+
+    def load_reference_state(self, state: dict[str, torch.Tensor]) -> None:
+        if self._frozen_reference is None or not state:
+            raise ConfigError("no frozen reference to load (lora_r=0 is needed)")
+        self._frozen_reference.load_state_dict(state)
+
     # ----------------------------------------------------------------- log-probs
     def logprobs(
         self,

@@ -323,6 +323,18 @@ class Trainer:
         metrics["grad_norm"] = self.clip_and_step()
         return metrics
 
+    # ------------------------------------------------------------------ hooks
+    def after_step(self, step: int) -> None:
+        """Called after step ``step`` (1-based) and before its checkpoint (a subclass may
+        change what the algorithm uses, e.g. reset the reference)."""
+
+    def extra_state(self) -> dict[str, Any]:
+        """What a subclass's :meth:`after_step` changed, for the checkpoint."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        pass
+
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, step: int, algorithm: Algorithm) -> None:
         """The main process writes the checkpoint; the others wait until it is complete."""
@@ -337,6 +349,7 @@ class Trainer:
                     **weights,
                     "scheduler": self.scheduler.state_dict(),
                     "algorithm": algorithm_state,
+                    "trainer": self.extra_state(),
                     "config": to_dict(self.config),
                     "elapsed": self.elapsed,
                 },
@@ -358,6 +371,7 @@ class Trainer:
             ) from None
         self.scheduler.load_state_dict(state["scheduler"])
         algorithm.load_state_dict(state["algorithm"])
+        self.load_extra_state(state.get("trainer", {}))
         self.elapsed = float(state.get("elapsed", 0.0))
         return int(state["step"])
 
@@ -425,6 +439,7 @@ class Trainer:
             shown = {k: f"{v:.3g}" for k, v in metrics.items() if k in SHOWN}
             bar.set_postfix({"step": step + 1} | shown)
             self.steps_done = step + 1
+            self.after_step(step + 1)
             if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < self.steps:
                 self.save_checkpoint(step + 1, algorithm)
         bar.close()

@@ -39,6 +39,12 @@ class OnlineConfig(TrainFields, PolicyFields, PromptFields, JudgeFields):
         "EGPO's outer loop (Zhou et al. 2025): a look-ahead step, then the step from the same "
         "point with the look-ahead's gradient (twice the samples and judge calls per step)",
     )
+    magnet_every: int = option(
+        0,
+        "MPO's and COMAL's magnet reset: every this many steps the reference μ becomes the "
+        "current policy, so the regularized equilibria approach the unregularized one (0: "
+        "never; needs lora_r=0)",
+    )
     steps: int = option(100, "optimizer steps")
     time_limit: float = option(
         0.0,
@@ -56,6 +62,13 @@ class OnlineConfig(TrainFields, PolicyFields, PromptFields, JudgeFields):
         PolicyFields.__post_init__(self)
         if self.extragradient and self.fsdp:
             raise ValueError("extragradient does not run with fsdp=true yet")
+        if self.magnet_every < 0:
+            raise ValueError(f"magnet_every must be ≥ 0, got {self.magnet_every}")
+        if self.magnet_every and (self.lora_r or self.fsdp):
+            raise ValueError(
+                "magnet_every needs lora_r=0 and no fsdp (the reset copies the policy into its "
+                "frozen reference)"
+            )
         for name in ("steps", "batch_size", "grad_accum", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -152,6 +165,18 @@ class Trainer(core.Trainer):
             time_limit=config.time_limit,
             fsdp=config.fsdp,
         )
+
+    def after_step(self, step: int) -> None:
+        every = self.config.magnet_every
+        if every and step % every == 0 and step < self.steps:
+            self.policy.reset_reference()
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"reference": self.policy.reference_state()} if self.config.magnet_every else {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        if state.get("reference"):
+            self.policy.load_reference_state(state["reference"])
 
 
 def train_and_report(config: OnlineConfig, algorithm: type[core.Algorithm], name: str) -> int:
