@@ -9,6 +9,7 @@ import torch
 import tiny_train
 from nlhf.models.judges import FunctionJudge
 from nlhf.train import inpo, sppo
+from nlhf.train.groups import pairwise_matrix
 from online_harness import (
     assert_identical,
     assert_one_documented_step,
@@ -53,7 +54,7 @@ def test_the_knockout_finds_the_best_and_the_worst(k, comparisons):
 def test_all_pairs_make_an_antisymmetric_matrix():
     judge = Ranked()
     values = [[3, 1, 2], [0, 2, 1]]
-    matrix = sppo.pairwise_matrix(judge, ["x", "y"], sample_major(values), 3)
+    matrix = pairwise_matrix(judge, ["x", "y"], sample_major(values), 3)
     assert judge.calls == 2 * 3
     torch.testing.assert_close(matrix + matrix.transpose(1, 2), torch.ones(2, 3, 3))
     assert matrix[0, 0, 1] == 1.0 and matrix[0, 1, 2] == 0.0 and matrix[1, 1, 2] == 1.0

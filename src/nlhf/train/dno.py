@@ -31,12 +31,10 @@ import torch.nn.functional as F
 
 from nlhf.config import option
 from nlhf.losses import leave_one_out_win_rates
-from nlhf.models import sample
-from nlhf.models.sampling import row_generators
-from nlhf.models.text import decode_completions, tokenize_prompts
+from nlhf.models.text import tokenize_prompts
 from nlhf.train.core import Algorithm, NonFiniteError
+from nlhf.train.groups import pairwise_matrix, sample_group
 from nlhf.train.online import OnlineConfig, PromptBatch, train_and_report
-from nlhf.train.sppo import pairwise_matrix
 
 
 @dataclass
@@ -100,20 +98,11 @@ class DNO(Algorithm):
         n, k = len(batch.rows), cfg.samples
         t0 = time.perf_counter()
         # 1. K completions per prompt from one decode loop
-        generators = [g for s in range(k) for g in row_generators(cfg.seed, step, batch.rows, s)]
-        out = sample(
-            policy,
-            batch.ids,
-            batch.mask,
-            cfg.max_new_tokens,
-            temperature=cfg.temperature,
-            generator=generators,
-            num_samples=k,
-        )
-        ref_tokens = policy.reference_logprobs(batch.ids, batch.mask, out.tokens, out.mask)
+        group = sample_group(policy, cfg, batch, step, k)
+        out, ref_tokens = group.out, group.ref_tokens
         t1 = time.perf_counter()
         # 2. win rates and the large-margin pairs
-        texts = decode_completions(policy.tokenizer, out.tokens, out.mask)
+        texts = group.texts
         win = leave_one_out_win_rates(
             pairwise_matrix(self.trainer.judge, list(batch.texts), texts, k)
         )

@@ -25,10 +25,8 @@ import torch
 
 from nlhf.config import option
 from nlhf.losses import inpo_loss
-from nlhf.models import sample
-from nlhf.models.sampling import row_generators
-from nlhf.models.text import decode_completions
 from nlhf.train.core import Algorithm, NonFiniteError
+from nlhf.train.groups import sample_group
 from nlhf.train.online import OnlineConfig, PromptBatch, train_and_report
 
 
@@ -107,20 +105,11 @@ class INPO(Algorithm):
         n, k = len(batch.rows), cfg.samples
         t0 = time.perf_counter()
         # 1. K completions per prompt from one decode loop, with log π_t and log π_ref
-        generators = [g for s in range(k) for g in row_generators(cfg.seed, step, batch.rows, s)]
-        out = sample(
-            policy,
-            batch.ids,
-            batch.mask,
-            cfg.max_new_tokens,
-            temperature=cfg.temperature,
-            generator=generators,
-            num_samples=k,
-        )
-        ref_tokens = policy.reference_logprobs(batch.ids, batch.mask, out.tokens, out.mask)
+        group = sample_group(policy, cfg, batch, step, k)
+        out, ref_tokens = group.out, group.ref_tokens
         t1 = time.perf_counter()
         # 2. the knockout tournament picks (y_w, y_l)
-        texts = decode_completions(policy.tokenizer, out.tokens, out.mask)
+        texts = group.texts
         w, lose, p_chosen, calls = knockout(self.trainer.judge, list(batch.texts), texts, k)
         t2 = time.perf_counter()
         # 3. INPO's loss on one gradient forward over the two chosen rows of each prompt

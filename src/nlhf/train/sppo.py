@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from itertools import combinations
 
 import torch
 
 from nlhf.config import option
 from nlhf.losses import leave_one_out_win_rates, sppo_loss
-from nlhf.models import sample
-from nlhf.models.sampling import row_generators
-from nlhf.models.text import decode_completions
 from nlhf.train.core import Algorithm, NonFiniteError
+from nlhf.train.groups import pairwise_matrix, sample_group
 from nlhf.train.online import OnlineConfig, PromptBatch, train_and_report
 
 
@@ -55,20 +52,6 @@ class Config(OnlineConfig):
             raise ValueError(f"eta must be > 0, got {self.eta}")
 
 
-def pairwise_matrix(judge, prompts: list[str], texts: list[str], k: int) -> torch.Tensor:
-    """(B, K, K) P(y_i ≻ y_j | x) for B prompts with K completions each (``texts`` sample-
-    major: completion i of prompt b is ``texts[i·B + b]``), from one judge call."""
-    n = len(prompts)
-    pairs = list(combinations(range(k), 2))
-    a = [texts[i * n + b] for i, _ in pairs for b in range(n)]
-    c = [texts[j * n + b] for _, j in pairs for b in range(n)]
-    p = judge(prompts * len(pairs), a, c).float().reshape(len(pairs), n)
-    matrix = torch.full((n, k, k), 0.5)
-    for index, (i, j) in enumerate(pairs):
-        matrix[:, i, j], matrix[:, j, i] = p[index], 1.0 - p[index]
-    return matrix
-
-
 class SPPO(Algorithm):
     """The algorithm: K samples, all-pairs judgements, leave-one-out P̂, the square loss."""
 
@@ -79,20 +62,11 @@ class SPPO(Algorithm):
         n, k = len(batch.rows), cfg.samples
         t0 = time.perf_counter()
         # 1. K completions per prompt from one decode loop, with log π_t and log μ
-        generators = [g for s in range(k) for g in row_generators(cfg.seed, step, batch.rows, s)]
-        out = sample(
-            policy,
-            batch.ids,
-            batch.mask,
-            cfg.max_new_tokens,
-            temperature=cfg.temperature,
-            generator=generators,
-            num_samples=k,
-        )
-        ref_tokens = policy.reference_logprobs(batch.ids, batch.mask, out.tokens, out.mask)
+        group = sample_group(policy, cfg, batch, step, k)
+        out, ref_tokens = group.out, group.ref_tokens
         t1 = time.perf_counter()
         # 2. all pairs judged, leave-one-out win rates (sample-major like the rows)
-        texts = decode_completions(policy.tokenizer, out.tokens, out.mask)
+        texts = group.texts
         matrix = pairwise_matrix(self.trainer.judge, list(batch.texts), texts, k)
         win = leave_one_out_win_rates(matrix).T.reshape(-1).to(policy.device)
         t2 = time.perf_counter()
