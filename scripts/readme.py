@@ -41,7 +41,7 @@ def training_rows(config, layout: Layout) -> list[str]:
     """The training table of the report (without its heading and the curves image)."""
     chosen = methods(config, layout)
     curves = {m.name: read_metrics(layout.policy(m.name) / "metrics.jsonl") for m in chosen}
-    lines = training_section({m.name: m.title for m in chosen}, curves, config.minutes)
+    lines = training_section(chosen, curves, config.minutes)
     return [line for line in lines[2:] if "curves.png" not in line]
 
 

@@ -50,7 +50,7 @@ def kill_and_resume(
 
 
 def trained_win_rate(algorithm: str, tmp_path: Path, *overrides: str) -> float:
-    """Mean judge P(policy sample ≻ reference sample) after training into ``tmp_path/run``."""
+    """Mean judge P(policy sample ≻ initial model sample) after training into ``tmp_path/run``."""
     result = tiny_train(algorithm, tmp_path / "run", *overrides, "--win-rate", tmp=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     return float(result.stdout.split("win_rate")[-1])

@@ -20,7 +20,9 @@ from nlhf.cli import COMMANDS, main
 from tiny_encoder import make_tiny_encoder
 from trainer_docs import logged_metrics
 
-ONLINE = ["nash-md", "nash-ema", "nash-mp", "ppo", "online-dpo", "sppo", "inpo", "dno"]
+ONLINE = [
+    "nash-md", "nash-ema", "nash-mp", "ppo", "online-dpo", "sppo", "inpo", "onpo", "mpo", "dno",
+]  # fmt: skip
 OFFLINE = ["dpo", "ipo", "sft"]
 JUDGES = ["reward-model", "preference-model"]
 WORDS = "item good bad film a great awful".split()
@@ -66,8 +68,9 @@ def command_line(name: str, assets: dict[str, Path], out: Path) -> list[str]:
 def promised_outputs(name: str) -> set[str]:
     """What the help of ``--out`` lists ("output folder: metrics.jsonl, checkpoints/, …"),
     less ``checkpoints/`` (written every ``checkpoint_every`` steps, not after one step)."""
-    module = importlib.import_module(COMMANDS["train"].commands[name].module)
-    (out,) = [f for f in dataclasses.fields(module.Config) if f.name == "out"]
+    command = COMMANDS["train"].commands[name]
+    config_class = command.config_class(importlib.import_module(command.module))
+    (out,) = [f for f in dataclasses.fields(config_class) if f.name == "out"]
     listed = out.metadata["help"].partition(":")[2]
     return {item.strip() for item in listed.split(",")} - {"checkpoints/"}
 

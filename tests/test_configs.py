@@ -10,7 +10,7 @@ from nlhf.config import config_from_args
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 TRAIN = {
-    "nash-md", "nash-ema", "nash-mp", "ppo", "online-dpo", "sppo", "inpo", "dno", "dpo", "ipo",
+    "nash-md", "nash-ema", "nash-mp", "ppo", "online-dpo", "sppo", "inpo", "onpo", "mpo", "dno", "dpo", "ipo",
     "sft",
     "reward-model", "preference-model",
 }  # fmt: skip
@@ -29,7 +29,7 @@ def test_example_config_builds(path):
     argv = [*command(path), "--config", str(path)]
     args = build_parser(argv).parse_args(argv)
     module = args._command.load()
-    config = config_from_args(module.Config, args)
+    config = config_from_args(args._command.config_class(module), args)
     assert type(config).__module__ == module.__name__
     header = path.read_text().splitlines()[0]
     assert header.startswith(f"# nlhf {' '.join(command(path))} --config configs/{path.name}")

@@ -22,17 +22,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_presets_fill_only_what_the_user_left_open():
-    quick = resolved(Config(quick=True, minutes=1.5))
-    assert quick.minutes == 1.5
-    assert quick.batch_size == PRESETS["quick"].batch_size
+    quick = resolved(Config(quick=True, steps=12))
+    assert quick.steps == 12 and quick.ppo_steps == PRESETS["quick"].ppo_steps
+    assert quick.batch_size == PRESETS["quick"].batch_size and quick.minutes == 0
     default = resolved(Config())
     assert default.eval_prompts == PRESETS["default"].eval_prompts == 64
     assert default.samples_per_prompt >= 4  # several samples per prompt: tight intervals
 
 
 def test_bad_sizes_are_refused():
-    with pytest.raises(ValueError, match="minutes must be > 0"):
-        Config(minutes=0)
+    with pytest.raises(ValueError, match="steps must be > 0"):
+        Config(steps=0)
+    with pytest.raises(ValueError, match="minutes must be ≥ 0"):
+        Config(minutes=-1)
     with pytest.raises(ValueError, match="beta must lie in"):
         Config(beta=1.5)
 
@@ -46,14 +48,27 @@ def test_plan_trains_ppo_on_the_reward_model_and_nash_md_on_the_preference_model
     assert ppo.config.judge.endswith("reward-model/model")
     assert nash.config.judge.endswith("preference-model/model")
     assert nash.config.beta == 0.125
-    for m in chosen:  # same budget, same reference, same data, LoRA
-        assert m.config.time_limit == config.minutes
+    assert (ppo.config.steps, nash.config.steps) == (config.ppo_steps, config.steps)
+    for m in chosen:  # a fixed budget, same reference, same data, LoRA
+        assert m.config.time_limit == 0 and m.comparisons_per_step == config.batch_size
         assert m.config.policy == "smollm2" and m.config.lora_r == 16
         assert m.config.prompts == str(layout.train_prompts)
         assert m.config.dtype == config.dtype in ("float32", "bfloat16")  # auto is decided
     everything = methods(resolved(Config(out=str(tmp_path), all_methods=True)), layout)
-    assert [m.name for m in everything] == ["ppo", "nash-md", "self-play", "nash-ema"]
-    assert everything[2].config.beta == 0.0
+    names = ["ppo", "nash-md", "self-play", "nash-ema", "mpo", "online-ipo"]
+    assert [m.name for m in everything] == [*names, "sppo", "inpo", "onpo", "dno"]
+    by_name = {m.name: m for m in everything}
+    assert by_name["self-play"].config.beta == 0.0 == by_name["mpo"].config.beta
+    assert by_name["mpo"].config.magnet_every > 0 and by_name["onpo"].config.optimistic
+    assert (by_name["online-ipo"].config.loss_type, by_name["online-ipo"].config.label) == (
+        "ipo",
+        "soft",
+    )
+    half = config.batch_size // 2  # K = 4 samples of half the prompts: as many completions
+    assert by_name["sppo"].config.batch_size == half and by_name["sppo"].config.samples == 4
+    assert by_name["sppo"].comparisons_per_step == half * 6  # every pair of the 4
+    assert by_name["inpo"].comparisons_per_step == half * 5  # the knockout of 4
+    assert all(m.config.steps == config.steps for m in everything[1:])
     judges = judge_configs(config, layout)
     assert {c.data for c in judges.values()} == {"imdb"}
     assert {c.dtype for c in judges.values()} == {config.dtype}
@@ -66,8 +81,8 @@ def test_resuming_with_other_options_is_refused(tmp_path):
     config = resolved(Config(out=str(layout.root), quick=True))
     start_or_resume(config, layout)
     start_or_resume(config, layout)  # same options: resumes
-    with pytest.raises(ConfigError, match=r"minutes: 0.75 then, 2.0 now"):
-        start_or_resume(resolved(Config(out=str(layout.root), quick=True, minutes=2.0)), layout)
+    with pytest.raises(ConfigError, match=r"steps: 8 then, 9 now"):
+        start_or_resume(resolved(Config(out=str(layout.root), quick=True, steps=9)), layout)
 
 
 def test_command_line_names_only_what_differs(tmp_path):
@@ -113,7 +128,8 @@ TINY_SIZES = [
     "judge_pairs=40",
     "judge_words=12",
     "judge_max_length=48",
-    "max_steps=100000",  # the time limit ends training
+    "steps=100000",  # the time cap (minutes) ends training
+    "ppo_steps=100000",
     "batch_size=4",
     "max_new_tokens=6",
     "train_prompts=16",
@@ -212,10 +228,9 @@ def test_quick_demo_on_the_embedded_models(tmp_path):
     policies train for the same budget and move away from the reference, and the report's
     verdicts match the tournament's numbers.
 
-    No gain under VADER is asserted: the quick budget is a time budget, so the number of
-    steps follows the machine's speed (7 or 8 Nash-MD-PG steps on a quiet 2-core machine), and
-    with that few steps at a large learning rate the VADER score of 16 × 2 held-out completions
-    lands anywhere in a wide interval.  Learning is checked on tiny models with fixed step
+    No gain under VADER is asserted: with the quick preset's 8 Nash-MD-PG steps at a large
+    learning rate the VADER score of 16 × 2 held-out completions lands anywhere in a wide
+    interval.  Learning is checked on tiny models with fixed step
     counts (tests/test_train_*.py) and by the full demo (README)."""
     out = tmp_path / "quick"
     result = subprocess.run(
@@ -231,14 +246,14 @@ def test_quick_demo_on_the_embedded_models(tmp_path):
     stages = json.loads((out / "stages.json").read_text())
     accuracy = stages["judges"]["held_out_accuracy"]
     assert min(accuracy.values()) > 0.5, accuracy  # better than chance on held-out pairs
-    budget = PRESETS["quick"].minutes * 60
+    quick = PRESETS["quick"]
     tournament = json.loads((out / "tournament" / "tournament.json").read_text())
     from safetensors.torch import load_file
 
     assert tournament["policies"][0]["kl"]["mean"] == 0.0  # the reference against itself
     for name in ("ppo", "nash-md"):
         rows = [json.loads(x) for x in (out / "policies" / name / "metrics.jsonl").open()]
-        assert sum(r["step_seconds"] for r in rows) >= budget
+        assert len(rows) == (quick.ppo_steps if name == "ppo" else quick.steps)
         adapter = load_file(out / "policies" / name / "policy" / "adapter_model.safetensors")
         lora_b = [t for key, t in adapter.items() if "lora_B" in key]
         assert lora_b and max(float(t.abs().max()) for t in lora_b) > 0  # B starts at zero

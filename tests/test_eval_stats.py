@@ -122,3 +122,24 @@ def test_disagreement_counts_ties_and_hand_computed_fractions():
     assert d.difference[0, 1] == pytest.approx(np.mean([0.2, -0.4, 0.1, 0.0]))
     with pytest.raises(ValueError, match="same ones"):
         disagreement(first, {(0, 1): np.full((2, 3), 0.5)}, 2)
+
+
+def test_length_control_removes_a_preference_for_length_and_keeps_one_for_quality():
+    """Policy 0 writes longer completions; judge 1 likes only length, judge 2 likes policy 0
+    by a fixed logit of 1 whatever the length: the raw win rate of 0 is high under both, the
+    length-controlled one is ½ under the first and σ(1) under the second."""
+    from nlhf.eval.stats import length_controlled
+
+    rng = np.random.default_rng(0)
+    gaps = {(0, 1): rng.normal(8.0, 4.0, size=(300, 4))}
+    sd = gaps[(0, 1)].std()
+    p_length = 1 / (1 + np.exp(-3 * np.tanh(gaps[(0, 1)] / sd)))
+    for_length = {(0, 1): (rng.random(p_length.shape) < p_length).astype(float)}  # labels
+    for_quality = {(0, 1): np.full((300, 4), 1 / (1 + np.exp(-1.0)))}
+    assert win_rate_matrix(for_length, 2).mean[0, 1] > 0.8
+    lc = length_controlled(for_length, gaps, 2)
+    assert abs(lc.mean[0, 1] - 0.5) < 0.1 and lc.low[0, 1] < 0.5 < lc.high[0, 1]
+    assert lc.slope[0, 1] == pytest.approx(3.0, abs=0.6)
+    lc = length_controlled(for_quality, gaps, 2)
+    assert lc.mean[0, 1] == pytest.approx(1 / (1 + np.exp(-1.0)), abs=1e-6)
+    assert lc.mean[1, 0] == pytest.approx(1 - lc.mean[0, 1]) and abs(lc.slope[0, 1]) < 1e-3

@@ -225,6 +225,52 @@ def test_extragradient_steps_from_theta_with_the_look_ahead_gradient(tmp_path):
     assert float(point.detach().norm()) < float(torch.tensor([1.0, 0.5]).norm())
 
 
+def test_optimism_steps_from_theta_with_the_gradient_at_the_prediction(tmp_path):
+    """Step 1 is plain; then θ̂ = step(θ, g_prev) and θ′ = step(θ, g(θ̂)) from θ's optimizer
+    state, g_prev the last step's gradient: checked against AdamW driven by hand on the
+    rotational field, where it spirals out more slowly than plain steps (under Adam's
+    normalized steps neither contracts)."""
+
+    def field_loss(p):
+        x, y = p[0], p[1]
+        return x * y.detach() - y * x.detach()
+
+    class Chunk:
+        weight = 1.0
+
+    def trainer_at(name):
+        point = torch.nn.Parameter(torch.tensor([1.0, 0.5]))
+        holder = torch.nn.Module()
+        holder.p = point
+        config = TrainFields(out=str(tmp_path / name), lr=0.05, grad_clip=0.0, tensorboard=False)
+        module = Module(holder, lambda folder: None)
+        return Trainer(config, module, steps=1, batches=lambda s: [Chunk()]), point
+
+    trainer, point = trainer_at("optimistic")
+    plain, plain_point = trainer_at("plain")
+    reference = torch.nn.Parameter(point.detach().clone())
+    opt = torch.optim.AdamW([reference], lr=0.05, weight_decay=0.0)
+    last = None
+    for _ in range(200):
+        trainer.optimistic_step(lambda chunk: (field_loss(point), {}), [Chunk()])
+        plain.gradient_step(lambda chunk: (field_loss(plain_point), {}), [Chunk()])
+        theta, state = reference.detach().clone(), copy.deepcopy(opt.state_dict())
+        if last is not None:
+            reference.grad = last.clone()
+            opt.step()  # θ̂
+        opt.zero_grad()
+        field_loss(reference).backward()
+        last = reference.grad.clone()
+        with torch.no_grad():
+            reference.copy_(theta)
+        opt.load_state_dict(state)
+        reference.grad = last.clone()
+        opt.step()
+        opt.zero_grad()
+        torch.testing.assert_close(point.detach(), reference.detach(), rtol=0, atol=1e-6)
+    assert float(point.detach().norm()) < float(plain_point.detach().norm())
+
+
 def test_extragradient_runs_an_online_trainer_and_refuses_where_it_cannot(tmp_path):
     import tiny_train
     from nlhf.train import nash_md, nash_mp, ppo

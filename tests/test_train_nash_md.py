@@ -154,12 +154,49 @@ def test_magnet_reset_makes_the_reference_the_policy_every_n_steps(tmp_path):
     # the reference is the policy of step 2, not of step 3 (the last step resets nothing)
     assert all(torch.equal(seen[3][k], seen[2][k]) for k in start)
     assert not all(torch.equal(seen[3][k], model[k]) for k in start)
-    with pytest.raises(ValueError, match="lora_r=0"):
-        nash_md.Config(magnet_every=2, lora_r=8)
+    with pytest.raises(ValueError, match="fsdp"):
+        nash_md.Config(magnet_every=2, fsdp=True)
+
+
+def test_under_lora_the_magnet_reset_freezes_a_copy_of_the_adapter(tmp_path):
+    """Under LoRA, μ starts as the base model; after a reset it is base + the adapter of that
+    step (a frozen second adapter), exactly: μ's log-probs equal the policy's at the reset and
+    stay put while the adapter trains on; only the trained adapter is saved."""
+    trainer, config = tiny_train.make(
+        "nash-md", str(tmp_path), ["steps=4", "magnet_every=2", "lora_r=4", "lr=5e-2"]
+    )
+    policy = trainer.policy
+    ids = torch.tensor([[5, 6, 7, 8]])
+    mask = torch.ones_like(ids)
+    out = torch.tensor([[9, 10, 11]])
+    seen = {}
+    after = trainer.after_step
+
+    def watch(step):
+        after(step)
+        with torch.no_grad():
+            seen[step] = (
+                policy.sequence_logprobs(ids, mask, out).item(),
+                policy.reference_logprobs(ids, mask, out).sum().item(),
+            )
+
+    trainer.after_step = watch
+    base = policy.reference_logprobs(ids, mask, out).sum().item()
+    trainer.run(nash_md.NashMDPG(trainer, config), "nash-md")
+    assert seen[1][1] == pytest.approx(base, abs=1e-6)  # before any reset: the base model
+    assert seen[2][1] == pytest.approx(seen[2][0], abs=1e-5)  # the reset: μ = π of step 2
+    assert seen[3][1] == pytest.approx(seen[2][1], abs=1e-6)  # frozen while π moves on
+    assert abs(seen[3][0] - seen[3][1]) > 1e-4
+    assert {p.requires_grad for n, p in policy.model.named_parameters() if ".magnet." in n} == {
+        False
+    }
+    saved = tmp_path / "policy"
+    assert (saved / "adapter_model.safetensors").exists() and not (saved / "magnet").exists()
 
 
 @pytest.mark.slow
-def test_a_run_with_magnet_resets_resumes_bit_for_bit(tmp_path):
-    full, resumed = kill_and_resume("nash-md", tmp_path, "magnet_every=3")
+@pytest.mark.parametrize("lora", ["lora_r=0", "lora_r=4"])
+def test_a_run_with_magnet_resets_resumes_bit_for_bit(tmp_path, lora):
+    full, resumed = kill_and_resume("nash-md", tmp_path, "magnet_every=3", lora)
     assert_identical(policy_weights(full), policy_weights(resumed))
     assert [r["loss"] for r in metrics(full)] == [r["loss"] for r in metrics(resumed)]

@@ -4,10 +4,11 @@
         [--win-rate]
     python tests/tiny_train.py nash-md runs/x lora_r=4 --die-after-checkpoint 4
 
-ALGORITHM is nash-md, nash-ema, nash-mp, online-dpo, ppo, sppo, inpo or dno; it trains into OUT for
-6 steps of 4 prompts × 6 tokens with a checkpoint every 2 steps (seed 3), against a judge that
-counts lowercase letters.  ``key=value`` sets any field of the trainer's ``Config`` (typed as on the
-command line: ``lora_r=4 loss_type=ipo``), ``lora_r`` also the policy's adapter.
+ALGORITHM is nash-md, nash-ema, nash-mp, online-dpo, ppo, sppo, inpo, onpo, mpo or dno; it
+trains into OUT for 6 steps of 4 prompts × 6 tokens with a checkpoint every 2 steps (seed 3),
+against a judge that counts lowercase letters. ``key=value`` sets any field of the trainer's
+``Config`` (typed as on the command line: ``lora_r=4 loss_type=ipo``), ``lora_r`` also the
+policy's adapter.
 
 - ``--die-after-checkpoint N``: SIGKILL this process right after the step-N checkpoint is
   written, before anything else (the resume tests restart the same command);
@@ -47,6 +48,8 @@ ALGORITHMS = {  # module, algorithm, settings beyond SHARED, the judge's scale
     "online-dpo": (online_dpo, online_dpo.OnlineDPO, dict(lr=3e-3, beta=0.1), 2.0),
     "sppo": (sppo, sppo.SPPO, dict(lr=3e-3, samples=3, eta=1.0), 2.0),
     "inpo": (inpo, inpo.INPO, dict(lr=3e-3, samples=4, eta=0.5, tau=0.1), 2.0),
+    "onpo": (inpo, inpo.INPO, dict(lr=3e-3, samples=4, eta=0.5, tau=0.1), 2.0),
+    "mpo": (nash_md, nash_md.NashMDPG, dict(lr=3e-3, tau=0.05, magnet_every=3), 2.0),
     "dno": (dno, dno.DNO, dict(lr=3e-3, samples=3, eta=1.0, min_margin=0.1, replay=1.0), 2.0),
     "ppo": (
         ppo,
@@ -55,6 +58,9 @@ ALGORITHMS = {  # module, algorithm, settings beyond SHARED, the judge's scale
         1.0,
     ),
 }
+
+
+PRESETS = {"onpo": inpo.OnpoConfig, "mpo": nash_md.MpoConfig}  # presets of another's Config
 
 
 def lowercase(prompt: str, text: str) -> float:
@@ -73,7 +79,7 @@ def make(
         if not sep:
             raise SystemExit(f"tiny_train.py: {item!r} is not key=value")
         values[key] = raw
-    config = build_config(module.Config, values)
+    config = build_config(PRESETS.get(name, module.Config), values)
     model, tok = tiny_byte_lm("gpt2")
     policy = Policy(model, tok, PolicyConfig(lora_r=config.lora_r))
     judge = judge if judge is not None else FunctionJudge(lowercase, scale=scale)
@@ -104,13 +110,15 @@ def train(name: str, trainer: Trainer, config: Any) -> None:
 
 
 def win_rate(trainer: Trainer) -> float:
-    """Mean judge P(policy sample ≻ reference sample) over the prompts × 20."""
+    """Mean judge P(policy sample ≻ initial model's sample) over the prompts × 20 (the initial
+    model, not ``policy.reference``, which a magnet reset moves)."""
     policy, tok = trainer.policy, trainer.policy.tokenizer
+    initial = tiny_byte_lm("gpt2")[0].to(policy.device).eval()
     prompts = trainer.prompts * 20
     ids, mask = tokenize_prompts(tok, prompts, policy.device)
     g = torch.Generator().manual_seed(123)
     mine = sample(policy, ids, mask, 6, generator=g)
-    ref = sample(policy, ids, mask, 6, reference=policy.reference, beta=1.0, generator=g)
+    ref = sample(policy, ids, mask, 6, reference=initial, beta=1.0, generator=g)
     p = trainer.judge(
         prompts,
         decode_completions(tok, mine.tokens, mine.mask),

@@ -33,9 +33,13 @@ class Command:
 
     module: str
     help: str
+    config: str = "Config"  # the class in ``module``: a preset of a trainer subclasses its Config
 
     def load(self) -> ModuleType:
         return importlib.import_module(self.module)
+
+    def config_class(self, module: ModuleType) -> type:
+        return getattr(module, self.config)
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,18 @@ COMMANDS: dict[str, Command | Group] = {
                 "nlhf.train.inpo",
                 "INPO: a knockout tournament of K samples, IPO's loss against the mixture "
                 "π_ref^{τ/η}·π_t^{1−τ/η}.",
+            ),
+            "onpo": Command(
+                "nlhf.train.inpo",
+                "ONPO: INPO with optimism, each step's gradient taken after a predictor step "
+                "along the last one (optimistic mirror descent).",
+                config="OnpoConfig",
+            ),
+            "mpo": Command(
+                "nlhf.train.nash_md",
+                "MPO: magnetic mirror descent against the policy itself, the magnet (reference) "
+                "reset to the current policy every N steps.",
+                config="MpoConfig",
             ),
             "dno": Command(
                 "nlhf.train.dno",
@@ -182,11 +198,12 @@ def _build(
             _build(child, cmd.commands, path if selected else [], depth + 1)
         elif selected:
             module = cmd.load()
-            doc = (module.Config.__doc__ or "").strip()
+            config_class = cmd.config_class(module)
+            doc = (config_class.__doc__ or "").strip()
             if doc:
                 child.description = doc
                 child.formatter_class = argparse.RawDescriptionHelpFormatter
-            add_config_arguments(child, module.Config)
+            add_config_arguments(child, config_class)
             child.set_defaults(_command=cmd)
 
 
@@ -243,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     name = " ".join(["nlhf", *_selected_path(argv)])
     module = command.load()
     try:
-        config = config_from_args(module.Config, args)
+        config = config_from_args(command.config_class(module), args)
         return int(module.run(config) or 0)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

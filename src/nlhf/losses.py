@@ -139,6 +139,19 @@ def bradley_terry_loss(
     return nll.mean()
 
 
+def random_answer_logit(logit: torch.Tensor, noise: float) -> torch.Tensor:
+    """The log-odds of P = (1 − ε)·σ(logit) + ε/2: a labeler who answers at random with
+    probability ε (Christiano et al. 2017 use ε = 0.1), computed in log space; odd in
+    ``logit``, the identity at ε = 0."""
+    if noise <= 0:
+        return logit
+    keep = torch.log1p(torch.tensor(-float(noise), dtype=logit.dtype))
+    rand = torch.full_like(logit, float(torch.log(torch.tensor(noise / 2, dtype=torch.float64))))
+    log_p = torch.logaddexp(keep + F.logsigmoid(logit), rand)
+    log_q = torch.logaddexp(keep + F.logsigmoid(-logit), rand)
+    return log_p - log_q
+
+
 def preference_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Binary cross-entropy of P(y ≻ y′) = σ(logit) against a label or soft probability."""
     return F.binary_cross_entropy_with_logits(logits, target.to(logits.dtype))

@@ -1,8 +1,11 @@
 """The options of ``nlhf demo`` and its two size presets (the default run and ``--quick``).
 
-Options left at ``None`` take the preset's value, so ``nlhf demo --quick minutes=1`` is the
-quick run with one minute per method.  :func:`resolved` returns the config with every preset
-value filled in; that is what the stages read and what the report prints.
+Options left at ``None`` take the preset's value, so ``nlhf demo --quick steps=12`` is the
+quick run with 12 steps per method.  The budget of each method is a number of steps (fixed per
+preset, chosen to fit the time budget on 2 cores), so the same command and seed give the same
+tables on any machine; ``minutes`` can cap a method's time as well.  :func:`resolved`
+returns the config with every preset value filled in; that is what the stages read and what
+the report prints.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ class Sizes:
     judge_pairs: int
     judge_words: int
     judge_max_length: int
-    minutes: float
-    max_steps: int
+    steps: int
+    ppo_steps: int
     batch_size: int
     max_new_tokens: int
     train_prompts: int
@@ -33,15 +36,16 @@ class Sizes:
 
 
 PRESETS = {
-    # two 6-minute training runs plus the judges and the tournament (the latest run's times
-    # and win rates: the README's demo section); 64 prompts per step, because the preference
-    # model's per-sample signal is noisy and larger batches paid more than more steps
+    # about 6 minutes of training per method on 2 cores (the latest run's times and win rates:
+    # the README's demo section); 64 prompts per step, because the preference model's
+    # per-sample signal is noisy and larger batches paid more than more steps; a PPO step is a
+    # rollout followed by 4 epochs × 2 mini-batches, about four Nash-MD-PG steps of time
     "default": Sizes(
         judge_pairs=2000,
         judge_words=48,
         judge_max_length=128,
-        minutes=6.0,
-        max_steps=10_000,
+        steps=34,
+        ppo_steps=9,
         batch_size=64,
         max_new_tokens=16,
         train_prompts=1024,
@@ -55,8 +59,8 @@ PRESETS = {
         judge_pairs=1000,
         judge_words=32,
         judge_max_length=96,
-        minutes=0.75,
-        max_steps=10_000,
+        steps=8,
+        ppo_steps=3,
         batch_size=32,
         max_new_tokens=12,
         train_prompts=128,
@@ -77,7 +81,9 @@ class Config:
         False, "toy sizes (a few minutes in all): every stage runs; wide intervals"
     )
     all_methods: bool = option(
-        False, "also train Nash-MD self-play (β = 0) and Nash-EMA, each with the same budget"
+        False,
+        "also train self-play (β = 0), Nash-EMA, MPO, SPPO, INPO, ONPO, DNO and online IPO, "
+        "each for the same number of steps",
     )
     policy: str = option("smollm2", "reference policy: smollm2 (embedded), a folder or hub name")
     encoder: str = option("minilm", "encoder the judges start from: minilm (embedded), a folder")
@@ -108,11 +114,14 @@ class Config:
     judge_max_length: int | None = option(
         None, "tokens per judged (prompt, response) (default 128; quick 96)"
     )
-    minutes: float | None = option(
-        None, "training minutes per policy, the same for every method (default 6; quick 0.75)"
+    steps: int | None = option(None, "training steps of each method but PPO (default 34; quick 8)")
+    ppo_steps: int | None = option(
+        None, "PPO's steps, each a rollout and 4 epochs × 2 mini-batches (default 9; quick 3)"
     )
-    max_steps: int | None = option(
-        None, "at most this many steps per policy, even with time left (default and quick 10000)"
+    minutes: float = option(
+        0.0,
+        "also stop each method after this many minutes of training steps (0: no cap; a capped "
+        "run's tables depend on the machine's speed)",
     )
     batch_size: int | None = option(None, "prompts per training step (default 64; quick 32)")
     max_new_tokens: int | None = option(
@@ -140,7 +149,7 @@ class Config:
                 raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must lie in [0, 1], got {self.beta}")
-        for name in ("tau", "ppo_lr", "ppo_kl_coef"):
+        for name in ("tau", "ppo_lr", "ppo_kl_coef", "minutes"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
         for field in dataclasses.fields(Sizes):

@@ -64,6 +64,8 @@ class Method:
     module: str
     judge: str
     config: Any
+    comparisons_per_step: int = 0
+    """judge calls of one step: scores (PPO) or pairwise comparisons."""
 
 
 def judge_configs(config: Config, layout: Layout) -> dict[str, Any]:
@@ -88,16 +90,18 @@ def judge_configs(config: Config, layout: Layout) -> dict[str, Any]:
     }
 
 
-def _online_fields(config: Config, layout: Layout, name: str, judge: str) -> dict[str, Any]:
+def _online_fields(
+    config: Config, layout: Layout, name: str, judge: str, steps: int, batch_size: int
+) -> dict[str, Any]:
     return dict(
         policy=config.policy,
         lora_r=config.lora_r,
         dtype=config.dtype,
         prompts=str(layout.train_prompts),
         judge=str(layout.judge(judge) / "model"),
-        steps=config.max_steps,
+        steps=steps,
         time_limit=config.minutes,
-        batch_size=config.batch_size,
+        batch_size=batch_size,
         max_new_tokens=config.max_new_tokens,
         seed=config.seed,
         out=str(layout.policy(name)),
@@ -106,11 +110,26 @@ def _online_fields(config: Config, layout: Layout, name: str, judge: str) -> dic
     )
 
 
+GROUP_SAMPLES = 4
+"""K of the methods that sample K completions per prompt (SPPO, INPO, ONPO, DNO)."""
+GROUP_LR = 5e-4
+"""Their learning rate: that of their example configs (configs/sppo.yaml, …)."""
+
+
 def methods(config: Config, layout: Layout) -> list[Method]:
-    """RLHF-PPO and Nash-MD-PG; with ``all_methods`` also self-play and Nash-EMA."""
-    from nlhf.train import nash_ema, nash_md, ppo
+    """RLHF-PPO and Nash-MD-PG; with ``all_methods`` the rest of the Nash family too.
+
+    Every method but PPO takes ``config.steps`` steps; the ones that sample K completions per
+    prompt get half the prompts per step, so that each step decodes as many completions as a
+    Nash-MD-PG step (policy and opponent: 2 per prompt)."""
+    from nlhf.train import dno, inpo, nash_ema, nash_md, online_dpo, ppo, sppo
 
     nash = dict(lr=config.nash_lr, tau=config.tau)
+    n, steps, k = config.batch_size, config.steps, GROUP_SAMPLES
+
+    def fields(name: str, judge: str = "preference-model", **over: Any) -> dict[str, Any]:
+        return _online_fields(config, layout, name, judge, steps, n) | over
+
     chosen = [
         Method(
             "ppo",
@@ -118,47 +137,92 @@ def methods(config: Config, layout: Layout) -> list[Method]:
             "nlhf.train.ppo",
             "reward-model",
             ppo.Config(
-                **_online_fields(config, layout, "ppo", "reward-model"),
+                **fields("ppo", "reward-model", steps=config.ppo_steps),
                 lr=config.ppo_lr,
                 init_kl_coef=config.ppo_kl_coef,
             ),
+            n,
         ),
         Method(
             "nash-md",
             f"Nash-MD-PG (β = {config.beta:g}) vs the preference model",
             "nlhf.train.nash_md",
             "preference-model",
-            nash_md.Config(
-                **_online_fields(config, layout, "nash-md", "preference-model"),
-                beta=config.beta,
-                **nash,
-            ),
+            nash_md.Config(**fields("nash-md"), beta=config.beta, **nash),
+            n,
         ),
     ]
-    if config.all_methods:
-        chosen += [
-            Method(
-                "self-play",
-                "Nash-MD-PG self-play (β = 0) vs the preference model",
-                "nlhf.train.nash_md",
-                "preference-model",
-                nash_md.Config(
-                    **_online_fields(config, layout, "self-play", "preference-model"),
-                    beta=0.0,
-                    **nash,
-                ),
-            ),
-            Method(
-                "nash-ema",
-                "Nash-EMA vs the preference model",
-                "nlhf.train.nash_ema",
-                "preference-model",
-                nash_ema.Config(
-                    **_online_fields(config, layout, "nash-ema", "preference-model"), **nash
-                ),
-            ),
-        ]
-    return chosen
+    if not config.all_methods:
+        return chosen
+    groups = dict(batch_size=max(1, n // 2), lr=GROUP_LR)
+    half = groups["batch_size"]
+    return [
+        *chosen,
+        Method(
+            "self-play",
+            "Nash-MD-PG self-play (β = 0) vs the preference model",
+            "nlhf.train.nash_md",
+            "preference-model",
+            nash_md.Config(**fields("self-play"), beta=0.0, **nash),
+            n,
+        ),
+        Method(
+            "nash-ema",
+            "Nash-EMA vs the preference model",
+            "nlhf.train.nash_ema",
+            "preference-model",
+            nash_ema.Config(**fields("nash-ema"), **nash),
+            n,
+        ),
+        Method(
+            "mpo",
+            "MPO (magnet reset every 10 steps) vs the preference model",
+            "nlhf.train.nash_md",
+            "preference-model",
+            nash_md.MpoConfig(**fields("mpo"), magnet_every=10, **nash),
+            n,
+        ),
+        Method(
+            "online-ipo",
+            "online IPO (soft labels) vs the preference model",
+            "nlhf.train.online_dpo",
+            "preference-model",
+            online_dpo.Config(**fields("online-ipo"), loss_type="ipo", label="soft", lr=GROUP_LR),
+            n,
+        ),
+        Method(
+            "sppo",
+            f"SPPO (K = {k}) vs the preference model",
+            "nlhf.train.sppo",
+            "preference-model",
+            sppo.Config(**fields("sppo", **groups), samples=k),
+            half * k * (k - 1) // 2,
+        ),
+        Method(
+            "inpo",
+            f"INPO (K = {k}) vs the preference model",
+            "nlhf.train.inpo",
+            "preference-model",
+            inpo.Config(**fields("inpo", **groups), samples=k),
+            half * (3 * k // 2 - 1),
+        ),
+        Method(
+            "onpo",
+            f"ONPO (K = {k}) vs the preference model",
+            "nlhf.train.inpo",
+            "preference-model",
+            inpo.OnpoConfig(**fields("onpo", **groups), samples=k),
+            half * (3 * k // 2 - 1),
+        ),
+        Method(
+            "dno",
+            f"DNO (K = {k}) vs the preference model",
+            "nlhf.train.dno",
+            "preference-model",
+            dno.Config(**fields("dno", **groups), samples=k),
+            half * k * (k - 1) // 2,
+        ),
+    ]
 
 
 def tournament_entrants(config: Config, layout: Layout) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from nlhf.demo.config import Config
-from nlhf.demo.plan import Layout, methods
+from nlhf.demo.plan import Layout, Method, methods
 from nlhf.eval.report import escape_markdown, matrix_table
 from nlhf.files import atomic_path, atomic_write_text
 
@@ -166,33 +166,51 @@ def judges_section(layout: Layout) -> list[str]:
 
 
 def training_section(
-    titles: dict[str, str], curves: dict[str, list[dict[str, float]]], minutes: float
+    chosen: list[Method], curves: dict[str, list[dict[str, float]]], cap_minutes: float = 0.0
 ) -> list[str]:
+    cap = (
+        f", or {cap_minutes:g} minutes of training steps if that came first" if cap_minutes else ""
+    )
+    budgets = sorted({m.config.steps for m in chosen})
     lines = [
-        "## 2. Training: same reference, same wall-clock budget",
+        "## 2. Training: same reference, fixed step budgets",
         "",
-        f"Each method trains a LoRA adapter on SmolLM2 for {minutes:g} minutes of training "
-        "steps (model loading not counted). KL: the mean of Σ log π/μ over the step's samples.",
+        f"Each method trains a LoRA adapter on SmolLM2 for its number of steps{cap} "
+        f"({' or '.join(map(str, budgets))}; fixed per preset, so any machine runs the same "
+        "steps; model loading not counted in the minutes). *Judged*: the judge calls of the "
+        "run (scores for PPO, pairwise comparisons for the rest). KL: the mean of Σ log π/μ "
+        "over the step's samples.",
         "",
-        _row(["method", "steps", "minutes", "KL at the end", "training signal at the end"]),
-        _row(["---", "---:", "---:", "---:", "---"]),
+        _row(
+            ["method", "steps", "judged", "minutes", "KL at the end", "training signal at the end"]
+        ),
+        _row(["---", "---:", "---:", "---:", "---:", "---"]),
     ]
+    titles = {m.name: m.title for m in chosen}
+    per_step = {m.name: m.comparisons_per_step for m in chosen}
     for name, rows in curves.items():
         if not rows:
-            lines.append(_row([titles[name], "0", "0", "–", "–"]))
+            lines.append(_row([titles[name], "0", "0", "0", "–", "–"]))
             continue
         tail = rows[-max(1, len(rows) // 10) :]
 
         def mean(key: str, tail=tail) -> float:
             return float(np.mean([r[key] for r in tail if key in r] or [math.nan]))
 
-        if "reward" in rows[-1]:
+        last = rows[-1]
+        if "reward" in last:
             signal = f"reward {mean('reward'):.3f}"
-        else:
+        elif "win_rate" in last:
             signal = f"P(y ≻ y′) {mean('win_rate'):.3f}"
+        elif "judge_chosen_prob" in last:
+            signal = f"P(y_w ≻ y_l) {mean('judge_chosen_prob'):.3f}"
+        else:  # SPPO, DNO: their square or DPO loss
+            signal = f"loss {mean('loss'):.3f}"
         total = sum(r.get("step_seconds", 0.0) for r in rows) / 60.0
+        steps = int(rows[-1]["step"])
+        judged = f"{steps * per_step[name]:,}"
         lines.append(
-            _row([titles[name], str(rows[-1]["step"]), f"{total:.1f}", f"{mean('kl'):.2f}", signal])
+            _row([titles[name], str(steps), judged, f"{total:.1f}", f"{mean('kl'):.2f}", signal])
         )
     lines += [
         "",
@@ -294,8 +312,8 @@ def build_report(config: Config, layout: Layout, command: str) -> str:
     """The markdown of ``report.md`` from the run folder of the (resolved) ``config``."""
     stages = json.loads(layout.stages.read_text()) if layout.stages.exists() else {}
     tournament = json.loads((layout.tournament / "tournament.json").read_text())
-    titles = {m.name: m.title for m in methods(config, layout)}
-    method_names = list(titles)
+    chosen = methods(config, layout)
+    method_names = [m.name for m in chosen]
     curves = {m: read_metrics(layout.policy(m) / "metrics.jsonl") for m in method_names}
     plot_curves(curves, layout.curves)
     total = sum(s["seconds"] for s in stages.values()) / 60.0
@@ -316,7 +334,7 @@ def build_report(config: Config, layout: Layout, command: str) -> str:
         "",
         *judges_section(layout),
         "",
-        *training_section(titles, curves, config.minutes),
+        *training_section(chosen, curves, config.minutes),
         "",
         *tournament_section(tournament),
         "",

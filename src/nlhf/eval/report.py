@@ -113,6 +113,27 @@ def markdown_report(result) -> str:
                 names, rates.mean, rates.low, rates.high, "P(row ≻ col)", ("vs rest", rest)
             ),
         ]
+        lc = getattr(result, "length_controlled", {}).get(name)
+        if lc is not None:
+            lines += [
+                "",
+                f"Length-controlled (judge `{name}`): P(row ≻ col) had both completions been "
+                "equally long — a logistic fit of the judge's P on the tanh-squashed length gap, "
+                f"read at gap 0, {level}% bootstrap interval over prompts; *length weight* > 0 "
+                "means the judge favoured the longer completion of that row's pairs on average.",
+                "",
+                matrix_table(
+                    names,
+                    lc.mean,
+                    lc.low,
+                    lc.high,
+                    "LC P(row ≻ col)",
+                    (
+                        "length weight",
+                        [f"{np.mean(np.delete(lc.slope[a], a)):+.2f}" for a in range(len(names))],
+                    ),
+                ),
+            ]
 
     score_judges = [v.name for v in result.verdicts if v.scores is not None]
     lines += [

@@ -223,3 +223,75 @@ def disagreement(
         per_pair.append(per_prompt(flips))
     overall = mean_interval(np.mean(per_pair, axis=0), level, method, (0.0, 1.0), seed=seed)
     return Disagreement(diff, diff_low, diff_high, different, overall)
+
+
+@dataclass(frozen=True)
+class LengthControlled:
+    """P(row ≻ column) had the two completions been equally long, with a bootstrap interval.
+
+    Per pair, a logistic regression of the judge's P on tanh(Δlength / sd) (Δ: row's minus
+    column's tokens of each comparison, sd: their pooled standard deviation over the whole
+    tournament), fitted by cross-entropy (soft labels); the win rate is the fit at Δ = 0,
+    σ(intercept) (the construction of AlpacaEval's length-controlled win rate, without its
+    per-model terms).  ``slope[a, b]`` is the fitted weight of length (> 0: the judge favours
+    the longer completion)."""
+
+    mean: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    slope: np.ndarray
+    n_prompts: int
+
+    def as_dict(self) -> dict:
+        return {
+            "win_rate": _matrix(self.mean),
+            "low": _matrix(self.low),
+            "high": _matrix(self.high),
+            "length_slope": _matrix(self.slope),
+            "n_prompts": self.n_prompts,
+        }
+
+
+def _logistic_fit(p: np.ndarray, z: np.ndarray, ridge: float = 1e-6) -> tuple[float, float]:
+    """(intercept, slope) minimizing Σ CE(p, σ(a + b·z)) + ridge·b²/2 over rows, by Newton."""
+    X = np.stack([np.ones_like(z), z], axis=1)
+    beta = np.zeros(2)
+    penalty = np.diag([0.0, ridge * len(z)])
+    for _ in range(50):
+        w = 1.0 / (1.0 + np.exp(-(X @ beta)))
+        grad = X.T @ (w - p) + penalty @ beta
+        hess = X.T @ (X * (w * (1 - w))[:, None]) + penalty + 1e-9 * np.eye(2)
+        step = np.linalg.solve(hess, grad)
+        beta -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return float(beta[0]), float(beta[1])
+
+
+def length_controlled(
+    prefs: Pairs,
+    length_gaps: Pairs,
+    k: int,
+    level: float = 0.95,
+    resamples: int = 200,
+    seed: int = 0,
+) -> LengthControlled:
+    """:class:`LengthControlled` from the per-comparison preferences of the pairs a < b and
+    the length gaps of the same comparisons (same shapes); the interval is a seeded
+    percentile bootstrap over prompts."""
+    n = _check_pairs(prefs, k)
+    sd = float(np.concatenate([np.ravel(v) for v in length_gaps.values()]).std()) or 1.0
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n, size=(resamples, n))
+    mean, low, high = (np.full((k, k), 0.5) for _ in range(3))
+    slope = np.zeros((k, k))
+    for (a, b), values in prefs.items():
+        p = np.asarray(values, dtype=np.float64).reshape(n, -1)
+        z = np.tanh(np.asarray(length_gaps[(a, b)], dtype=np.float64).reshape(n, -1) / sd)
+        intercept, slope[a, b] = _logistic_fit(p.ravel(), z.ravel())
+        slope[b, a] = slope[a, b]
+        boot = [_logistic_fit(p[rows].ravel(), z[rows].ravel())[0] for rows in draws]
+        q = np.quantile(boot, [0.5 - level / 2, 0.5 + level / 2]) if n >= 2 else [np.nan] * 2
+        mean[a, b], low[a, b], high[a, b] = (1 / (1 + np.exp(-x)) for x in (intercept, *q))
+        mean[b, a], low[b, a], high[b, a] = 1 - mean[a, b], 1 - high[a, b], 1 - low[a, b]
+    return LengthControlled(mean, low, high, slope, n)

@@ -14,7 +14,9 @@ Per judge: the k × k matrix of P(row ≻ column), each entry the mean over prom
 per-prompt average preference over that prompt's comparisons, with a confidence interval
 over prompts (:mod:`nlhf.eval.stats`); per policy: its mean win rate against the others, the
 mean score under every score judge, the KL to the reference, the completion length and a few
-completions.  With two or more judges, every pair of judges gets a disagreement report.
+completions; per judge also the length-controlled matrix (the win rates had the completions
+been equally long: :func:`nlhf.eval.stats.length_controlled`).  With two or more judges,
+every pair of judges gets a disagreement report.
 """
 
 from __future__ import annotations
@@ -31,14 +33,22 @@ from nlhf.eval.entrants import Entrant, default_name, parse_entrants
 
 if TYPE_CHECKING:
     from nlhf.models.judges.base import JudgeOptions
-from nlhf.eval.judging import Pairing, Verdict, count_comparisons, judge_tournament
+from nlhf.eval.judging import (
+    Pairing,
+    Verdict,
+    comparison_index,
+    count_comparisons,
+    judge_tournament,
+)
 from nlhf.eval.rollouts import Completions, Sampling, sample_entrants
 from nlhf.eval.stats import (
     Disagreement,
     Estimate,
+    LengthControlled,
     Method,
     WinRates,
     disagreement,
+    length_controlled,
     mean_interval,
     win_rate_matrix,
 )
@@ -84,6 +94,7 @@ class Tournament:
     win_rates: dict[str, WinRates]
     disagreements: dict[tuple[str, str], Disagreement]
     policies: list[PolicyStats]
+    length_controlled: dict[str, LengthControlled] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -94,6 +105,11 @@ class Tournament:
                 name: {
                     "kind": "score" if v.scores is not None else "pairwise",
                     **self.win_rates[name].as_dict(),
+                    **(
+                        {"length_controlled": self.length_controlled[name].as_dict()}
+                        if name in self.length_controlled
+                        else {}
+                    ),
                 }
                 for name, v in zip(self.win_rates, self.verdicts, strict=True)
             },
@@ -209,6 +225,13 @@ def run_tournament(
     t2 = time.perf_counter()
 
     rates = {v.name: win_rate_matrix(v.prefs, k, level, interval) for v in verdicts}
+    ja, jb = comparison_index(S, pairing)
+    gaps = {
+        (a, b): completions[a].lengths[:, ja] - completions[b].lengths[:, jb]
+        for a in range(k)
+        for b in range(a + 1, k)
+    }
+    controlled = {v.name: length_controlled(v.prefs, gaps, k, level) for v in verdicts}
     disagreements = {
         (a.name, b.name): disagreement(a.prefs, b.prefs, k, level, interval)
         for i, a in enumerate(verdicts)
@@ -227,6 +250,7 @@ def run_tournament(
         win_rates=rates,
         disagreements=disagreements,
         policies=stats,
+        length_controlled=controlled,
         settings={
             "reference": ref_path,
             "pairing": pairing,

@@ -67,17 +67,32 @@ class AdapterDisabled:
     """The model under a peft adapter with the adapter switched off: a reference for free.
 
     Calls run the peft model inside ``disable_adapter()``; nothing is copied, so the view
-    always reflects the current base weights and holds no parameters of its own.
+    always reflects the current base weights and holds no parameters of its own.  With
+    ``adapter`` the view runs that (frozen) adapter instead of none, per row through peft's
+    ``adapter_names`` in eval mode: a reference that is the base plus a snapshot of the
+    trained adapter (the magnet reset of a LoRA policy).
     """
 
-    def __init__(self, peft_model: nn.Module) -> None:
+    def __init__(self, peft_model: nn.Module, adapter: str = BASE_ADAPTER) -> None:
         if not is_peft_model(peft_model):
             raise TypeError(f"AdapterDisabled needs a peft model, got {type(peft_model).__name__}")
-        self.peft_model = peft_model
+        self.peft_model, self.adapter = peft_model, adapter
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with self.peft_model.disable_adapter():
-            return self.peft_model(*args, **kwargs)
+        if self.adapter == BASE_ADAPTER:
+            with self.peft_model.disable_adapter():
+                return self.peft_model(*args, **kwargs)
+        rows = kwargs.get("input_ids", args[0] if args else None)
+        if rows is None:
+            rows = kwargs["inputs_embeds"]
+        training = self.peft_model.training
+        self.peft_model.eval()  # peft takes adapter_names in eval mode only
+        try:
+            return self.peft_model(
+                *args, **kwargs, adapter_names=[self.adapter] * int(rows.shape[0])
+            )
+        finally:
+            self.peft_model.train(training)
 
     @property
     def config(self) -> Any:
@@ -88,7 +103,8 @@ class AdapterDisabled:
         return next(self.peft_model.parameters()).device
 
     def __repr__(self) -> str:
-        return f"AdapterDisabled({type(self.peft_model.get_base_model()).__name__})"
+        named = "" if self.adapter == BASE_ADAPTER else f", adapter={self.adapter!r}"
+        return f"AdapterDisabled({type(self.peft_model.get_base_model()).__name__}{named})"
 
 
 def as_model(model: Any, role: str) -> Any:

@@ -11,7 +11,8 @@ The reference μ is what the KL terms and the Nash-MD mixture compare the policy
 - with LoRA (``lora_r > 0``, or a model that already is a ``peft.PeftModel``) the reference
   is the same weights with the adapter switched off (:class:`~nlhf.models.lm.AdapterDisabled`):
   no second copy in memory, and the decode loop can run policy and reference rows in one
-  forward pass;
+  forward pass; a magnet reset (:meth:`Policy.reset_reference`) copies the adapter into a
+  frozen second adapter that the reference then runs;
 - otherwise the reference is a frozen deep copy taken at construction (``requires_grad``
   False, eval mode).
 
@@ -39,6 +40,8 @@ from nlhf.models.text import eos_token_ids, pad_token_id
 LORA_ALPHA = 32.0
 """Default LoRA scaling numerator (the update is scaled by alpha / r)."""
 LORA_TARGET_MODULES = ("all-linear",)
+MAGNET = "magnet"
+"""Name of the frozen adapter that holds a LoRA policy's reset reference."""
 """Default modules that get a LoRA adapter: every linear layer but the output head."""
 
 
@@ -181,31 +184,60 @@ class Policy:
 
     @property
     def reference(self) -> nn.Module | AdapterDisabled:
-        """μ: the adapter-disabled view (LoRA) or the frozen copy; callable like a model."""
+        """μ: the adapter-disabled view (LoRA; after a reset, the view running the frozen
+        ``magnet`` adapter) or the frozen copy; callable like a model."""
         if self._frozen_reference is not None:
             return self._frozen_reference
+        if MAGNET in getattr(self.model, "peft_config", {}):
+            return AdapterDisabled(self.model, MAGNET)
         return AdapterDisabled(self.model)
 
     def reset_reference(self) -> None:
-        """μ becomes the policy as it is now (MPO's and COMAL's magnet reset); only with a
-        frozen copy (lora_r=0): under LoRA μ is the base model with the adapter off."""
+        """μ becomes the policy as it is now (MPO's and COMAL's magnet reset): the frozen
+        copy takes the current weights, or under LoRA a frozen second adapter (``magnet``)
+        takes the trained adapter's values, so μ is the base model plus that snapshot."""
         if self._frozen_reference is None:
-            raise ConfigError("resetting the reference needs lora_r=0 (a frozen copy)")
+            self.load_reference_state(self._adapter_values(self.model.active_adapter))
+            return
         now = self.model.state_dict()
         with torch.no_grad():
             for name, value in self._frozen_reference.state_dict().items():
                 value.copy_(now[name])
 
     def reference_state(self) -> dict[str, torch.Tensor]:
-        """The frozen reference's weights (to checkpoint a reset one); {} under LoRA."""
+        """The reference's own weights, to checkpoint a reset one: the frozen copy's, the
+        magnet adapter's under LoRA, {} when the reference is the base model itself."""
         if self._frozen_reference is None:
-            return {}
+            if MAGNET not in getattr(self.model, "peft_config", {}):
+                return {}
+            return {k: v.clone() for k, v in self._adapter_values(MAGNET).items()}
         return {k: v.detach().clone() for k, v in self._frozen_reference.state_dict().items()}
 
     def load_reference_state(self, state: dict[str, torch.Tensor]) -> None:
-        if self._frozen_reference is None or not state:
-            raise ConfigError("no frozen reference to load (lora_r=0 is needed)")
-        self._frozen_reference.load_state_dict(state)
+        if not state:
+            raise ConfigError("an empty reference state")
+        if self._frozen_reference is not None:
+            self._frozen_reference.load_state_dict(state)
+            return
+        active = self.model.active_adapter
+        if MAGNET not in self.model.peft_config:
+            self.model.add_adapter(MAGNET, copy.deepcopy(self.model.peft_config[active]))
+            self.model.set_adapter(active)  # keeps the trained adapter active and trainable
+        params = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for key, value in state.items():
+                target = params[key.replace(f".{active}.", f".{MAGNET}.")]
+                target.copy_(value)
+                target.requires_grad_(False)
+
+    def _adapter_values(self, adapter: str) -> dict[str, torch.Tensor]:
+        """The LoRA weights of ``adapter``, keyed by the trained adapter's parameter names."""
+        active, tag = self.model.active_adapter, f".{adapter}."
+        return {
+            name.replace(tag, f".{active}."): p.detach()
+            for name, p in self.model.named_parameters()
+            if tag in name
+        }
 
     # ----------------------------------------------------------------- log-probs
     def logprobs(
@@ -271,6 +303,10 @@ class Policy:
         """Save the model (the adapter only, under LoRA) and the tokenizer into ``folder``;
         ``state_dict`` replaces the model's own (a sharded model's gathered weights)."""
         folder = Path(folder)
-        self.model.save_pretrained(folder, state_dict=state_dict)
+        if is_peft_model(self.model) and MAGNET in self.model.peft_config:
+            active = [self.model.active_adapter]  # the magnet is a training-time reference
+            self.model.save_pretrained(folder, state_dict=state_dict, selected_adapters=active)
+        else:
+            self.model.save_pretrained(folder, state_dict=state_dict)
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(folder)

@@ -53,7 +53,6 @@ from torch import nn
 
 from nlhf.config import ConfigError
 from nlhf.models.lm import (
-    BASE_ADAPTER,
     AdapterDisabled,
     Caller,
     as_model,
@@ -362,8 +361,8 @@ class _Loop:
         self._check_positions(policy_model)
         self.cache_length = prompt_ids.shape[1] + self.max_new_tokens
         if fused:
-            adapter = policy_model.active_adapter
-            self.adapter_names = [adapter] * self.rows + [BASE_ADAPTER] * self.ref_rows
+            adapter, self.ref_adapter = policy_model.active_adapter, ref_model.adapter
+            self.adapter_names = [adapter] * self.rows + [self.ref_adapter] * self.ref_rows
 
     def _check_positions(self, model: Any) -> None:
         limit = getattr(hf_model(model).config, "max_position_embeddings", None)
@@ -426,7 +425,7 @@ class _Loop:
         n_ref_groups = len(self.ref_groups)
         if self.fused:
             kinds = 2 if n_ref_groups else 1
-            names = self.adapter_names[:1] * B + [BASE_ADAPTER] * B * (kinds - 1)
+            names = self.adapter_names[:1] * B + [self.ref_adapter] * B * (kinds - 1)
             cache, logits = self._prefill(self.policy, kinds, names, [0] * G + [1] * n_ref_groups)
             ref_cache = None
             pol_logits, ref_logits = logits[: self.rows], logits[self.rows :]

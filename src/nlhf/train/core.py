@@ -13,7 +13,8 @@ step (:meth:`Trainer.run`):
    algorithm's ``loss`` (:meth:`Trainer.gradient_step`: every process runs the same forwards and
    backwards, a NaN/inf is agreed on before each backward pass, gradients are summed over the
    processes, clipped, one optimizer step), or with ``extragradient`` in the config the
-   look-ahead and the step of :meth:`Trainer.extragradient_step`;
+   look-ahead and the step of :meth:`Trainer.extragradient_step`, with ``optimistic`` the
+   predictor step and the step of :meth:`Trainer.optimistic_step`;
 3. the learning-rate schedule, ``metrics.jsonl`` + TensorBoard + trackers, the progress bar,
    a checkpoint every ``checkpoint_every`` steps (resumed by the same command);
 4. at the end the policy is saved to ``<out>/<save_as>``, written to a temp folder and renamed.
@@ -168,6 +169,8 @@ class Algorithm:
 
         if getattr(self.config, "extragradient", False):
             return self.trainer.extragradient_step(loss_fn, chunks)
+        if getattr(self.config, "optimistic", False):
+            return self.trainer.optimistic_step(loss_fn, chunks)
         return self.trainer.gradient_step(loss_fn, chunks)
 
     def before_training(self) -> None:
@@ -221,6 +224,7 @@ class Trainer:
         self.out = Path(config.out)
         self.checkpoints = Checkpointer(self.out / "checkpoints")
         self.steps_done = 0  # the step reached when run() returned
+        self.last_gradient: list[torch.Tensor] | None = None  # optimism's prediction
 
     def _build_optimizer(self) -> None:
         cfg = self.config
@@ -249,15 +253,21 @@ class Trainer:
         """Backpropagate ``loss``, already weighted by its share of the update."""
         self.accelerator.backward(loss)
 
-    def clip_and_step(self) -> float:
+    def clip_and_step(self, keep: bool = False) -> float:
         """Sum the gradients over the processes, clip their norm, check it, take the
-        optimizer step; returns the norm (before clipping)."""
+        optimizer step; returns the norm (before clipping).  ``keep`` stores the summed,
+        clipped gradient as :attr:`last_gradient`."""
         # sharded: FSDP has summed the sharded parameters' gradients, not a head's beside them
         self.procs.sync_gradients(sharding.replicated(self.params) if self.fsdp else self.params)
         limit = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
         norm = float(sharding.whole(self.accelerator.clip_grad_norm_(self.params, limit)))
         if not math.isfinite(norm):
             raise NonFiniteError("grad_norm")
+        if keep:
+            self.last_gradient = [
+                torch.zeros_like(p) if p.grad is None else p.grad.detach().clone()
+                for p in self.params
+            ]
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return norm
@@ -323,6 +333,35 @@ class Trainer:
         metrics["grad_norm"] = self.clip_and_step()
         return metrics
 
+    def optimistic_step(
+        self, loss_fn: Callable[[Any], tuple[torch.Tensor, dict[str, float]]], chunks: list[Any]
+    ) -> dict[str, float]:
+        """Optimism (ONPO, Zhang et al. 2025; Popov's past extragradient): a predictor step
+        θ → θ̂ along the previous step's gradient (no samples, no judge), the step's losses
+        sampled and judged at θ̂, then the weights and the optimizer state put back to θ and
+        one step from there with that gradient; one gradient per step, as plain steps.  The
+        first step has no prediction and is a plain one."""
+        if self.fsdp:
+            raise ValueError("optimistic does not run with fsdp=true yet")
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.last_gradient is None:
+            metrics = self.accumulate(loss_fn, chunks)
+            metrics["grad_norm"] = self.clip_and_step(keep=True)
+            return metrics
+        saved = [p.detach().clone() for p in self.params]
+        saved_optimizer = copy.deepcopy(self.optimizer.state_dict())
+        for p, g in zip(self.params, self.last_gradient, strict=True):
+            p.grad = g.to(p.device, copy=True)
+        self.optimizer.step()  # θ → θ̂ (the stored gradient is already summed and clipped)
+        self.optimizer.zero_grad(set_to_none=True)
+        metrics = self.accumulate(loss_fn, chunks)  # the gradient at θ̂
+        with torch.no_grad():
+            for p, value in zip(self.params, saved, strict=True):
+                p.copy_(value)
+        self.optimizer.load_state_dict(saved_optimizer)
+        metrics["grad_norm"] = self.clip_and_step(keep=True)
+        return metrics
+
     # ------------------------------------------------------------------ hooks
     def after_step(self, step: int) -> None:
         """Called after step ``step`` (1-based) and before its checkpoint (a subclass may
@@ -350,6 +389,7 @@ class Trainer:
                     "scheduler": self.scheduler.state_dict(),
                     "algorithm": algorithm_state,
                     "trainer": self.extra_state(),
+                    "last_gradient": self.last_gradient,
                     "config": to_dict(self.config),
                     "elapsed": self.elapsed,
                 },
@@ -372,6 +412,7 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         algorithm.load_state_dict(state["algorithm"])
         self.load_extra_state(state.get("trainer", {}))
+        self.last_gradient = state.get("last_gradient")
         self.elapsed = float(state.get("elapsed", 0.0))
         return int(state["step"])
 

@@ -13,6 +13,10 @@ Each step, for every prompt x:
 3. :func:`nlhf.losses.inpo_loss`, (h − 1/(2η))² with h the margin of log π against the
    geometric mixture π_ref^{τ/η}·π_t^{1−τ/η}, from one gradient forward over the two.
 
+``nlhf train onpo`` is the same trainer with ``optimistic=true`` (ONPO, Zhang et al. 2025):
+each step's samples and gradient come after a predictor step along the last step's gradient,
+so the log-ratios are taken against that predicted policy π′_t.
+
 Parameters and metrics: docs/trainers.md.
 """
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -35,6 +40,7 @@ class Config(OnlineConfig):
     """INPO: K samples per prompt, a knockout tournament for (y_w, y_l), and IPO's square loss
     against the geometric mixture of the reference and the policy of the step."""
 
+    name: ClassVar[str] = "inpo"
     out: str = option("runs/inpo", "output folder: metrics.jsonl, checkpoints/, policy/")
     samples: int = option(4, "K: completions per prompt, a power of 2 (the paper: 8)")
     eta: float = option(
@@ -95,6 +101,17 @@ def knockout(judge, prompts: list[str], texts: list[str], k: int) -> tuple[torch
     return w * n + rows, lose * n + rows, p, torch.tensor(calls)
 
 
+@dataclass
+class OnpoConfig(Config):
+    """ONPO: INPO with optimism (optimistic mirror descent): each step's K samples, knockout
+    and gradient are taken after a predictor step along the last step's gradient, then the
+    step is taken from where the step began."""
+
+    name: ClassVar[str] = "onpo"
+    out: str = option("runs/onpo", "output folder: metrics.jsonl, checkpoints/, policy/")
+    optimistic: bool = option(True, "the predictor step along the last gradient (ONPO: on)")
+
+
 class INPO(Algorithm):
     """The algorithm: K samples, a knockout tournament, the INPO square loss on the pair."""
 
@@ -142,4 +159,4 @@ class INPO(Algorithm):
 
 
 def run(config: Config) -> int:
-    return train_and_report(config, INPO, "inpo")
+    return train_and_report(config, INPO, config.name)

@@ -12,6 +12,11 @@ Each step, for every prompt x (Munos et al. 2023, section 7):
 3. the loss :func:`nlhf.losses.nash_md_pg_loss` (each token's score weighted by P − ½ and by
    the KL of the remaining suffix), from one gradient forward over prompt + y.
 
+``nlhf train mpo`` is the same trainer as Magnetic Preference Optimization (Wang et al. 2024):
+β = 0 (the opponent is the policy itself: magnetic mirror descent with τ on the KL to the
+magnet μ) and ``magnet_every`` resets μ to the current policy, so the iterates approach the
+equilibrium of the unregularized game.
+
 Parameters, their names in the paper and TRL, and the logged metrics: ``docs/trainers.md``.
 """
 
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -35,6 +41,7 @@ class Config(OnlineConfig):
     """Nash-MD-PG: policy gradient towards the Nash equilibrium of the τ-regularized
     preference game, against the geometric mixture of the policy and the reference."""
 
+    name: ClassVar[str] = "nash-md"
     out: str = option("runs/nash-md", "output folder: metrics.jsonl, checkpoints/, policy/")
     tau: float = option(
         0.05,
@@ -51,6 +58,21 @@ class Config(OnlineConfig):
             raise ValueError(f"tau must be ≥ 0, got {self.tau}")
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must be in [0, 1], got {self.beta}")
+
+
+@dataclass
+class MpoConfig(Config):
+    """MPO: magnetic mirror descent against the policy itself (β = 0), τ on the KL to the
+    magnet μ, and the magnet reset to the current policy every ``magnet_every`` steps."""
+
+    name: ClassVar[str] = "mpo"
+    out: str = option("runs/mpo", "output folder: metrics.jsonl, checkpoints/, policy/")
+    beta: float = option(0.0, "mixture coefficient β of the opponent (MPO: 0, the policy itself)")
+    magnet_every: int = option(
+        25,
+        "steps between magnet resets (μ ← the current policy); MPO resets once per "
+        "iteration of its outer loop",
+    )
 
 
 class NashMDPG(Algorithm):
@@ -80,4 +102,4 @@ class NashMDPG(Algorithm):
 
 
 def run(config: Config) -> int:
-    return train_and_report(config, NashMDPG, "nash-md")
+    return train_and_report(config, NashMDPG, config.name)

@@ -57,9 +57,10 @@ class Config(OnlineConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.extragradient:
+        if self.extragradient or self.optimistic:
             raise ValueError(
-                "extragradient: not for this trainer (Nash-MP has its own look-ahead (prox_steps))"
+                "extragradient, optimistic: not for this trainer (Nash-MP has its own "
+                "look-ahead (prox_steps))"
             )
         if self.tau < 0:
             raise ValueError(f"tau must be ≥ 0, got {self.tau}")

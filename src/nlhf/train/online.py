@@ -39,11 +39,17 @@ class OnlineConfig(TrainFields, PolicyFields, PromptFields, JudgeFields):
         "EGPO's outer loop (Zhou et al. 2025): a look-ahead step, then the step from the same "
         "point with the look-ahead's gradient (twice the samples and judge calls per step)",
     )
+    optimistic: bool = option(
+        False,
+        "ONPO's optimism (Zhang et al. 2025): each step's samples and gradient are taken after "
+        "a predictor step along the last step's gradient, then the step from the same point "
+        "(one gradient per step, as plain steps)",
+    )
     magnet_every: int = option(
         0,
         "MPO's and COMAL's magnet reset: every this many steps the reference μ becomes the "
         "current policy, so the regularized equilibria approach the unregularized one (0: "
-        "never; needs lora_r=0)",
+        "never; under LoRA the reference becomes the base plus a frozen copy of the adapter)",
     )
     steps: int = option(100, "optimizer steps")
     time_limit: float = option(
@@ -60,15 +66,14 @@ class OnlineConfig(TrainFields, PolicyFields, PromptFields, JudgeFields):
     def __post_init__(self) -> None:
         TrainFields.__post_init__(self)
         PolicyFields.__post_init__(self)
-        if self.extragradient and self.fsdp:
-            raise ValueError("extragradient does not run with fsdp=true yet")
+        if (self.extragradient or self.optimistic) and self.fsdp:
+            raise ValueError("extragradient and optimistic do not run with fsdp=true yet")
+        if self.extragradient and self.optimistic:
+            raise ValueError("choose one of extragradient and optimistic (both are look-aheads)")
         if self.magnet_every < 0:
             raise ValueError(f"magnet_every must be ≥ 0, got {self.magnet_every}")
-        if self.magnet_every and (self.lora_r or self.fsdp):
-            raise ValueError(
-                "magnet_every needs lora_r=0 and no fsdp (the reset copies the policy into its "
-                "frozen reference)"
-            )
+        if self.magnet_every and self.fsdp:
+            raise ValueError("magnet_every does not run with fsdp=true yet")
         for name in ("steps", "batch_size", "grad_accum", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")

@@ -98,9 +98,10 @@ class Config(OnlineConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.extragradient:
+        if self.extragradient or self.optimistic:
             raise ValueError(
-                "extragradient: not for this trainer (PPO takes its own epochs of steps)"
+                "extragradient, optimistic: not for this trainer (PPO takes its own epochs of "
+                "steps)"
             )
         for name in ("ppo_epochs", "mini_batches", "kl_horizon"):
             if getattr(self, name) < 1:

@@ -17,6 +17,7 @@ and is what online trainers, ``nlhf eval`` and ``nlhf judge eval`` query.  The k
 - ``remote``: a judge served by ``nlhf judge serve``;
 - ``population``: annotator groups with different criteria, whose majority may cycle;
 - ``cache``: any of them behind a cache of what was already judged;
+- ``length``: any of them with a penalty per word of the completion;
 - ``load``: ``load_judge(spec, options)`` and the ``judge_*`` command options.
 """
 

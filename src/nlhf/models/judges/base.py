@@ -44,6 +44,7 @@ class JudgeOptions:
     answers: str = "A,B"  # a pairwise LM judge's two answer strings: first wins, second wins
     token: str = ""  # a judge server's token (needed beyond loopback)
     cache: bool = True  # remember judged comparisons (and scores) instead of recomputing
+    length_penalty: float = 0.0  # per word: off the score, or off the logit of a pairwise P
 
     def torch_device(self) -> torch.device:
         if self.device != "auto":

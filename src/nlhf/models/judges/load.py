@@ -58,6 +58,11 @@ class JudgeFields:
     judge_answers: str = option("A,B", "pairwise LM judges: the two answers (first, second)")
     judge_token: str = option("", "judge servers: the token (needed beyond loopback)")
     judge_cache: bool = option(True, "remember judged comparisons instead of recomputing them")
+    judge_length_penalty: float = option(
+        0.0,
+        "penalty per word of the completion, on a score judge's score or on the logit of a "
+        "pairwise judge's P (0: none; against the length growth of preference optimization)",
+    )
 
     def __post_init__(self) -> None:
         if self.judge_batch_size < 1 or self.judge_max_length < 16:
@@ -80,6 +85,7 @@ class JudgeFields:
             answers=self.judge_answers,
             token=self.judge_token,
             cache=self.judge_cache,
+            length_penalty=self.judge_length_penalty,
         )
 
 
@@ -160,4 +166,8 @@ def load_judge(spec: str, options: JudgeOptions | None = None) -> Judge:
     """The judge ``spec`` names (see the module doc), behind a cache unless told otherwise."""
     options = options or JudgeOptions()
     judge = build_judge(spec, options)
+    if options.length_penalty:
+        from nlhf.models.judges.length import length_penalized
+
+        judge = length_penalized(judge, options.length_penalty)
     return cached(judge) if options.cache else judge
