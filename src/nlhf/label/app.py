@@ -6,8 +6,9 @@
 
 Pages and forms are in ``routes_pages`` (``/``, ``/login``, ``/admin``, …), the JSON API in
 ``routes_api`` (``/api/session``, ``/api/login``, ``/api/next``, ``/api/labels``,
-``/api/stats``); each module lists its routes.  Before any route runs, the ``Guard``
-(nlhf.label.security) admits the request and records who sent it.
+``/api/stats``), the clips of clip tasks in ``routes_media`` (``/media/{sha256}``); each
+module lists its routes.  Before any route runs, the ``Guard`` (nlhf.label.security) admits
+the request and records who sent it.
 
 Access.  Without ``require_tokens`` (the server listens on loopback) a labeler signs in with
 a name, the admin page (counts, export) is open to every local visitor, and requests whose
@@ -38,7 +39,7 @@ from fastapi.responses import Response
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from nlhf.label import errors, routes_api, routes_pages
+from nlhf.label import errors, routes_api, routes_media, routes_pages
 from nlhf.label.errors import HTTPError, error_response, secured
 from nlhf.label.keys import KeyFile
 from nlhf.label.limits import BodyLimit, Throttle
@@ -69,7 +70,11 @@ def create_app(settings: AppSettings, store: LabelStore | None = None) -> FastAP
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
-        routes=[*routes_pages.router.routes, *routes_api.router.routes],
+        routes=[
+            *routes_pages.router.routes,
+            *routes_api.router.routes,
+            *routes_media.router.routes,
+        ],
     )
     app.state.store, app.state.settings, app.state.guard = store, settings, guard
 

@@ -4,9 +4,11 @@
     engine = connect(database_url("labels.sqlite"))     # creates the tables if needed
     engine = connect("postgresql+psycopg://user@host/labels")
 
-Tables: ``tasks`` (a prompt and two responses, A and B), ``labelers`` (names, hashed tokens,
+Tables: ``tasks`` (a prompt and two responses, A and B; a clip task also names its two
+clips), ``media`` (clip bytes and kind, keyed by sha256), ``labelers`` (names, hashed tokens,
 admin flag), ``assignments`` (a task shown to a labeler, with the side A was shown on),
-``labels`` (one judgement per assignment: a, b, tie or skip, in the task's own A/B terms) and
+``labels`` (one judgement per assignment: a, b, tie, unclear ("can't tell") or skip, in the
+task's own A/B terms) and
 ``sessions`` (signed-in browser sessions: hashed nonce, how they were opened, expiry, end).
 Unique constraints make the guarantees hold in the database itself: one assignment and one
 label per (task, labeler), one label per assignment.
@@ -35,6 +37,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -44,9 +47,9 @@ from sqlalchemy import (
     event,
 )
 
-SCHEMA_VERSION = "2"  # 2: sessions table; the cookie key left the database
+SCHEMA_VERSION = "3"  # 2: sessions table, the cookie key left the database; 3: clips (media)
 READ_ONLY = "nlhf_read_only"  # execution option: a transaction that only reads
-CHOICES = ("a", "b", "tie", "skip")
+CHOICES = ("a", "b", "tie", "unclear", "skip")  # unclear: "can't tell", a vote never exported
 
 metadata = MetaData()
 
@@ -69,8 +72,26 @@ tasks = Table(
     Column("info", Text, nullable=True),  # JSON object: where the responses came from
     Column("votes", Integer, nullable=False, default=0),  # labels other than skip
     Column("created_at", Float, nullable=False),
+    Column("media_a", String(64), ForeignKey("media.sha256"), nullable=True),  # clip tasks
+    Column("media_b", String(64), ForeignKey("media.sha256"), nullable=True),
 )
 Index("ix_tasks_votes_id", tasks.c.votes, tasks.c.id)
+
+media = Table(
+    "media",
+    metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("kind", String(16), nullable=False),  # image/gif | video/webm, from the magic bytes
+    Column("size", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+# Columns of ``tasks`` that schema 3 added (LabelStore._check_schema adds them to older ones).
+ADDED_IN_3 = {
+    "media_a": "VARCHAR(64) REFERENCES media (sha256)",
+    "media_b": "VARCHAR(64) REFERENCES media (sha256)",
+}
 
 labelers = Table(
     "labelers",
@@ -102,7 +123,7 @@ labels = Table(
     Column("assignment_id", Integer, ForeignKey("assignments.id"), nullable=False, unique=True),
     Column("task_id", Integer, ForeignKey("tasks.id"), nullable=False),
     Column("labeler_id", Integer, ForeignKey("labelers.id"), nullable=False),
-    Column("choice", String(8), nullable=False),  # a, b, tie, skip (task terms)
+    Column("choice", String(8), nullable=False),  # a, b, tie, unclear, skip (task terms)
     Column("shown_left", String(1), nullable=False),  # a or b: the response on the left
     Column("comment", Text, nullable=False, default=""),
     Column("seconds", Float, nullable=False),  # from assignment to submission

@@ -7,7 +7,9 @@ One JSON object per line with ``prompt`` (text or chat turns, as imported), ``ch
 ``rejected``, ``weight``, ``margin`` and ``source``, plus the labeling record: ``task_id``,
 ``votes`` (``{"chosen": n, "rejected": n, "tie": n}``), ``labelers`` (number of votes) and
 ``agreement`` (share of pairs of labelers that agree on the task; null with one vote), or,
-with ``aggregate="votes"``, the ``labeler`` who gave the vote.
+with ``aggregate="votes"``, the ``labeler`` who gave the vote.  A clip task's row has the
+clips' names (file paths, or ``sha256:<hex>``) as ``chosen``/``rejected`` and their hashes as
+``chosen_clip``/``rejected_clip`` (the ``media`` table holds the bytes).
 
 How votes become pairs:
 
@@ -16,7 +18,8 @@ How votes become pairs:
   is a tie; when one side shares it with tie, that side wins.  ``margin`` is
   (votes for chosen − votes for rejected) / votes, in (0, 1].
 - ``aggregate="votes"``: one pair per vote (several rows per task; more votes, more weight).
-- Skips are never exported: they mean "cannot judge".
+- Skips and can't-tell votes (``unclear``) are never exported: a skip passes the task on, a
+  can't-tell vote counts toward the task's ``k`` but says nothing about which is better.
 - Ties (a tie outcome, or a tie vote) are dropped by default; ``ties="half"`` writes both
   orders with ``weight`` 0.5 each (``margin`` 0), so a Bradley–Terry loss sees P = ½.
 """
@@ -75,7 +78,7 @@ def _pair(task: Task, winner: str, weight: float, margin: float | None) -> dict[
     chosen, rejected = (
         (task.response_a, task.response_b) if winner == "a" else (task.response_b, task.response_a)
     )
-    return {
+    row = {
         "prompt": task.prompt,
         "chosen": chosen,
         "rejected": rejected,
@@ -84,6 +87,10 @@ def _pair(task: Task, winner: str, weight: float, margin: float | None) -> dict[
         "source": task.source or DEFAULT_SOURCE,
         "task_id": task.id,
     }
+    if task.clip_a and task.clip_b:
+        clips = (task.clip_a, task.clip_b) if winner == "a" else (task.clip_b, task.clip_a)
+        row["chosen_clip"], row["rejected_clip"] = (clip.sha256 for clip in clips)
+    return row
 
 
 def _both_orders(task: Task) -> Iterator[dict[str, Any]]:

@@ -24,7 +24,7 @@ from nlhf.label.store import LabelStore
 @dataclass
 class Config:
     """Export labels as preference pairs (prompt, chosen, rejected, weight, …), one JSON
-    object per line; skips are never exported."""
+    object per line; skips and can't-tell answers are never exported."""
 
     db: str = option("labels.sqlite", DB_HELP)
     out: str = option("preferences.jsonl", "output file (.jsonl, or .jsonl.gz for gzip)")

@@ -24,7 +24,7 @@ import jinja2
 
 STATIC = {"app.css": "text/css; charset=utf-8", "app.js": "text/javascript; charset=utf-8"}
 
-CHOICE_NAMES = {"a": "A", "b": "B", "tie": "tie", "skip": "skip"}
+CHOICE_NAMES = {"a": "A", "b": "B", "tie": "tie", "unclear": "can't tell", "skip": "skip"}
 
 
 def _number(value: Any, digits: int = 2) -> str:

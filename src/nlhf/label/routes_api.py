@@ -3,9 +3,12 @@
     GET  /api/session   {"labeler", "admin", "labels_per_task", "csrf_token"} (sets a cookie)
     POST /api/login     {"name"} → {"labeler", "csrf_token"}   (name sign-in, loopback only)
     GET  /api/next      the next assignment {"assignment_id", "task_id", "prompt", "left",
-                        "right", "progress"}; "assignment_id": null when nothing is left
-    POST /api/labels    {"assignment_id", "choice": "left"|"right"|"tie"|"skip", "comment"}
-                        → 201 {"label_id", "choice", "duplicate": false}; 200 for a repeat
+                        "right", "clips", "progress"}; "assignment_id": null when nothing is
+                        left; a clip task has "clips": {"left"|"right": {"url", "type"}}
+                        (else null), its instruction as "prompt" and no texts (null)
+    POST /api/labels    {"assignment_id", "choice": "left"|"right"|"tie"|"unclear"|"skip",
+                        "comment"} → 201 {"label_id", "choice", "duplicate": false}; 200 for
+                        a repeat ("unclear": can't tell)
     GET  /api/stats     the admin numbers (counts, agreement, per-labeler), NaN as null
 
 A script signs in with ``GET /api/session`` (its ``csrf_token``) then ``POST /api/login``
@@ -45,7 +48,7 @@ class LabelIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     assignment_id: int = Field(strict=True)
-    choice: Literal["left", "right", "tie", "skip"]
+    choice: Literal["left", "right", "tie", "unclear", "skip"]
     comment: str = Field("", max_length=MAX_COMMENT)
 
 
@@ -105,13 +108,16 @@ def next_assignment(labeler: LabelerDep, store: StoreDep, settings: SettingsDep)
     progress = dataclasses.asdict(store.progress(labeler.id, k))
     if job is None:
         return JSONResponse({"assignment_id": None, "progress": progress})
+    shown = {"left": job.left_clip, "right": job.right_clip}
+    clips = {side: {"url": c.url, "type": c.kind} for side, c in shown.items() if c}
     return JSONResponse(
         {
             "assignment_id": job.id,
             "task_id": job.task.id,
             "prompt": job.task.prompt,
-            "left": job.left,
-            "right": job.right,
+            "left": None if clips else job.left,  # a clip's name could tell A from B
+            "right": None if clips else job.right,
+            "clips": clips or None,
             "progress": progress,
         }
     )

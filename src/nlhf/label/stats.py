@@ -6,7 +6,8 @@ Pure functions over :class:`~nlhf.label.store.LabelRecord` lists; no database ac
     summary = summarize(store.label_records(), *store.task_counts(k))
     summary.fleiss_kappa, summary.pairs[0].kappa, summary.labelers[0].left_rate
 
-Agreement is measured on votes (a, b, tie); skips say "cannot judge" and are left out.
+Agreement is measured on votes (a, b, tie); skips and can't-tell votes (``unclear``, clip
+tasks) say "cannot judge" and are left out of it, but counted in ``choices``.
 Cohen's κ is reported for every pair of labelers with at least ``min_shared`` tasks voted on
 by both; Fleiss' κ over every task with two votes or more.  ``left_rate`` is the share of a
 labeler's a/b votes that went to the response shown on the left: far from 0.5 over many
@@ -26,13 +27,14 @@ from nlhf.label.agreement import cohen_kappa, fleiss_kappa, observed_agreement
 from nlhf.label.store import LabelRecord
 
 VOTES = ("a", "b", "tie")
+ANSWERS = (*VOTES, "unclear", "skip")  # what choices counts
 
 
 @dataclass(frozen=True)
 class LabelerStats:
     name: str
     labels: int
-    choices: dict[str, int]  # a, b, tie, skip
+    choices: dict[str, int]  # a, b, tie, unclear, skip
     left_rate: float  # NaN without a/b votes
     median_seconds: float  # NaN without labels
     agreement: float  # share of (own vote, other's vote) pairs on the same task that match
@@ -107,7 +109,7 @@ def _labeler_stats(
             LabelerStats(
                 name=name,
                 labels=len(rows),
-                choices={c: choices.get(c, 0) for c in (*VOTES, "skip")},
+                choices={c: choices.get(c, 0) for c in ANSWERS},
                 left_rate=left / len(sided) if sided else math.nan,
                 median_seconds=statistics.median(r.seconds for r in rows),
                 agreement=matches / compared if compared else math.nan,
@@ -139,7 +141,7 @@ def summarize(
         tasks=tasks,
         complete=complete,
         labels=len(records),
-        choices={c: choices.get(c, 0) for c in (*VOTES, "skip")},
+        choices={c: choices.get(c, 0) for c in ANSWERS},
         fleiss_kappa=kappa,
         fleiss_items=len(multi),
         observed_agreement=observed,

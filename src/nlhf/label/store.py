@@ -15,8 +15,11 @@ Rules the store enforces (each in one transaction, so concurrent labelers cannot
 - a labeler who reloads gets their open assignment back (same task, same order);
 - one label per assignment: submitting the same answer again is acknowledged as a duplicate,
   a different answer is a :class:`Conflict`;
-- labels are stored in the task's terms (``a``, ``b``, ``tie``, ``skip``) together with the
-  side response A was shown on, so position bias can be measured.
+- labels are stored in the task's terms (``a``, ``b``, ``tie``, ``unclear`` for "can't tell",
+  ``skip``) together with the side response A was shown on, so position bias can be measured;
+  ``unclear`` is a vote (it counts toward ``k``) that exports leave out;
+- a clip task's media are stored once per sha256 and given only to a labeler who was
+  assigned a task showing them (:meth:`LabelStore.media_for`).
 
 Writes from one process take turns on a lock before they open their transaction (waiting
 threads queue instead of polling SQLite's lock); a writer that waits longer than
@@ -39,19 +42,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, delete, func, insert, inspect, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Row,
+    Select,
+    delete,
+    func,
+    insert,
+    inspect,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 
 from nlhf.errors import UserError
 from nlhf.label import db
-from nlhf.label.db import assignments, labelers, labels, meta, sessions, tasks
+from nlhf.label.db import assignments, labelers, labels, media, meta, sessions, tasks
+from nlhf.label.media import SHA256, Clip, ClipRef
 from nlhf.label.tasks import TaskInput
 from nlhf.label.tokens import hash_token, new_token
 
-DISPLAY_CHOICES = ("left", "right", "tie", "skip")
+DISPLAY_CHOICES = ("left", "right", "tie", "unclear", "skip")
 MAX_COMMENT = 5000
 MAX_NAME = 80
 MAX_ID = 2**63  # database integers are signed 64-bit
+CHUNK = 500  # keys per IN (…) list
 
 
 class LabelError(UserError):
@@ -108,6 +126,8 @@ class Task:
     source: str | None
     info: dict[str, Any]
     votes: int
+    clip_a: ClipRef | None = None  # a clip task: the responses are the clips' names
+    clip_b: ClipRef | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +146,14 @@ class Assignment:
     @property
     def right(self) -> str:
         return self.task.response_a if self.swapped else self.task.response_b
+
+    @property
+    def left_clip(self) -> ClipRef | None:
+        return self.task.clip_b if self.swapped else self.task.clip_a
+
+    @property
+    def right_clip(self) -> ClipRef | None:
+        return self.task.clip_a if self.swapped else self.task.clip_b
 
 
 @dataclass(frozen=True)
@@ -156,7 +184,7 @@ class LabelRecord:
 
 
 def task_choice(display: str, swapped: bool) -> str:
-    """The answer in task terms (a, b, tie, skip) from what was clicked (left, right, …)."""
+    """The answer in task terms (a, b, tie, unclear, skip) from what was clicked (left, …)."""
     if display not in DISPLAY_CHOICES:
         raise LabelError(f"choice must be one of {', '.join(DISPLAY_CHOICES)}, got {display!r:.40}")
     if display == "left":
@@ -185,7 +213,26 @@ def _end_sessions(conn: Connection, where: Any) -> int:
     return done.rowcount
 
 
+_media_a, _media_b = media.alias("media_a"), media.alias("media_b")
+
+
+def _tasks_with_kinds() -> Select:
+    """``select(tasks)`` plus the kind of each clip (``kind_a``, ``kind_b``; null for text)."""
+    return select(
+        tasks, _media_a.c.kind.label("kind_a"), _media_b.c.kind.label("kind_b")
+    ).select_from(
+        tasks.outerjoin(_media_a, _media_a.c.sha256 == tasks.c.media_a).outerjoin(
+            _media_b, _media_b.c.sha256 == tasks.c.media_b
+        )
+    )
+
+
 def _task(row: Row) -> Task:
+    clips = (
+        (ClipRef(row.media_a, row.kind_a), ClipRef(row.media_b, row.kind_b))
+        if row.media_a and row.media_b
+        else (None, None)
+    )
     return Task(
         id=row.id,
         prompt=json.loads(row.prompt),
@@ -194,6 +241,8 @@ def _task(row: Row) -> Task:
         source=row.source,
         info=json.loads(row.info) if row.info else {},
         votes=row.votes,
+        clip_a=clips[0],
+        clip_b=clips[1],
     )
 
 
@@ -271,8 +320,13 @@ class LabelStore:
             found = conn.execute(select(meta.c.value).where(meta.c.key == "schema")).scalar()
             if found is None:
                 conn.execute(insert(meta).values(key="schema", value=db.SCHEMA_VERSION))
-            elif found == "1":  # schema 1 kept the cookie key in the database: drop it
-                conn.execute(delete(meta).where(meta.c.key == "secret"))
+            elif found in ("1", "2"):
+                if found == "1":  # schema 1 kept the cookie key in the database: drop it
+                    conn.execute(delete(meta).where(meta.c.key == "secret"))
+                have = {c["name"] for c in inspect(conn).get_columns("tasks")}
+                for name, ddl in db.ADDED_IN_3.items():  # schema 3: the columns of clip tasks
+                    if name not in have:
+                        conn.execute(text(f"ALTER TABLE tasks ADD COLUMN {name} {ddl}"))
                 conn.execute(
                     update(meta).where(meta.c.key == "schema").values(value=db.SCHEMA_VERSION)
                 )
@@ -284,18 +338,20 @@ class LabelStore:
 
     # ----------------------------------------------------------------- tasks
     def add_tasks(self, items: Iterable[TaskInput]) -> tuple[int, int]:
-        """Store new tasks in one transaction; returns (added, already present)."""
+        """Store new tasks and their clips in one transaction; returns (added, already present)."""
         added = existing = 0
         now = time.time()
         with self._write() as conn:
             known = set(conn.execute(select(tasks.c.key)).scalars())
-            rows = []
+            rows, clips = [], {}
             for item in items:
                 key = item.key
                 if key in known:
                     existing += 1
                     continue
                 known.add(key)
+                for clip in item.clips or ():
+                    clips[clip.sha256] = clip
                 rows.append(
                     {
                         "key": key,
@@ -306,16 +362,87 @@ class LabelStore:
                         "info": json.dumps(item.info, ensure_ascii=False) if item.info else None,
                         "votes": 0,
                         "created_at": now,
+                        "media_a": item.clip_a.sha256 if item.clip_a else None,
+                        "media_b": item.clip_b.sha256 if item.clip_b else None,
                     }
                 )
+            self._add_media(conn, clips, now)
             if rows:
                 conn.execute(insert(tasks), rows)
             added = len(rows)
         return added, existing
 
+    def _add_media(self, conn: Connection, clips: dict[str, Clip], now: float) -> None:
+        shas = list(clips)
+        for start in range(0, len(shas), CHUNK):
+            part = shas[start : start + CHUNK]
+            stored = set(
+                conn.execute(select(media.c.sha256).where(media.c.sha256.in_(part))).scalars()
+            )
+            new = [clips[sha] for sha in part if sha not in stored]
+            if new:
+                conn.execute(
+                    insert(media),
+                    [
+                        {
+                            "sha256": c.sha256,
+                            "kind": c.kind,
+                            "size": len(c.data),
+                            "data": c.data,
+                            "created_at": now,
+                        }
+                        for c in new
+                    ],
+                )
+
     def tasks(self) -> dict[int, Task]:
         with self._reader.begin() as conn:
-            return {r.id: _task(r) for r in conn.execute(select(tasks).order_by(tasks.c.id))}
+            rows = conn.execute(_tasks_with_kinds().order_by(tasks.c.id))
+            return {r.id: _task(r) for r in rows}
+
+    def task_ids(self, keys: Iterable[str]) -> dict[str, int]:
+        """The id of each stored task among ``keys`` (:attr:`TaskInput.key`)."""
+        keys, found = list(keys), {}
+        with self._reader.begin() as conn:
+            for start in range(0, len(keys), CHUNK):
+                part = keys[start : start + CHUNK]
+                rows = conn.execute(select(tasks.c.key, tasks.c.id).where(tasks.c.key.in_(part)))
+                found.update((key, task_id) for key, task_id in rows)
+        return found
+
+    def votes_of(self, task_ids: Iterable[int]) -> dict[int, list[str]]:
+        """The votes (every label but skip, in task terms) of each of ``task_ids`` that has any."""
+        ids, found = list(task_ids), {}
+        with self._reader.begin() as conn:
+            for start in range(0, len(ids), CHUNK):
+                part = ids[start : start + CHUNK]
+                rows = conn.execute(
+                    select(labels.c.task_id, labels.c.choice)
+                    .where(labels.c.task_id.in_(part), labels.c.choice != "skip")
+                    .order_by(labels.c.id)
+                )
+                for task_id, choice in rows:
+                    found.setdefault(task_id, []).append(choice)
+        return found
+
+    def media_for(self, labeler_id: int, sha256: str) -> tuple[str, bytes] | None:
+        """(kind, bytes) of a clip shown in one of the labeler's assignments, else None."""
+        if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
+            return None
+        shown = (
+            select(assignments.c.id)
+            .join(tasks, tasks.c.id == assignments.c.task_id)
+            .where(
+                assignments.c.labeler_id == labeler_id,
+                or_(tasks.c.media_a == sha256, tasks.c.media_b == sha256),
+            )
+            .exists()
+        )
+        with self._reader.begin() as conn:
+            row = conn.execute(
+                select(media.c.kind, media.c.data).where(media.c.sha256 == sha256, shown)
+            ).first()
+        return (row.kind, bytes(row.data)) if row else None
 
     def task_counts(self, k: int) -> tuple[int, int]:
         """(number of tasks, number with at least ``k`` votes)."""
@@ -503,7 +630,7 @@ class LabelStore:
         ).first()
         if job is None:
             return None
-        task = conn.execute(select(tasks).where(tasks.c.id == job.task_id)).one()
+        task = conn.execute(_tasks_with_kinds().where(tasks.c.id == job.task_id)).one()
         return Assignment(job.id, _task(task), bool(job.swapped), job.created_at)
 
     def _new_assignment(
@@ -534,7 +661,7 @@ class LabelStore:
             # Lock the task row (PostgreSQL and others; SQLite is already serialized) and
             # check again that it still has room now that no one else can take it.
             conn.execute(select(tasks.c.id).where(tasks.c.id == task_id).with_for_update())
-            row = conn.execute(select(tasks).where(tasks.c.id == task_id, room)).first()
+            row = conn.execute(_tasks_with_kinds().where(tasks.c.id == task_id, room)).first()
             if row is None:
                 continue
             swapped = self.rng.random() < 0.5
@@ -555,7 +682,7 @@ class LabelStore:
         *,
         k: int,
     ) -> Submitted:
-        """Store the labeler's answer (``left``, ``right``, ``tie`` or ``skip``) to an assignment.
+        """Store the labeler's answer (``left``, ``right``, ``tie``, ``unclear``, ``skip``).
 
         Raises :class:`NotFound` for an assignment that does not exist or is someone else's,
         :class:`Conflict` for a second, different answer or a task that already has ``k``

@@ -21,6 +21,9 @@
   var button = document.getElementById("submit");
   var keys = { "1": "left", a: "left", "2": "right", b: "right", "3": "tie", t: "tie",
                "0": "skip", s: "skip" };
+  // Clip tasks also answer with the arrows (text tasks leave them to scrolling).
+  var arrows = form.dataset.clips ? { ArrowLeft: "left", ArrowRight: "right", ArrowUp: "tie",
+                                      ArrowDown: "unclear" } : {};
 
   function select(value) {
     var input = document.getElementById("choice-" + value);
@@ -69,7 +72,7 @@
       comment.focus();
       return;
     }
-    var choice = keys[event.key.toLowerCase()];
+    var choice = arrows[event.key] || keys[event.key.toLowerCase()];
     if (choice) {
       event.preventDefault();
       select(choice);
