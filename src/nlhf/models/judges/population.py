@@ -91,10 +91,13 @@ DEFAULT = {
 
 @dataclass(frozen=True)
 class Group:
-    """Annotators who share a criterion; they prefer y to y′ w.p. σ((s(y) − s(y′))/T)."""
+    """Annotators who share a criterion; they prefer y to y′ w.p. σ((s(y) − s(y′))/T).
+
+    ``criterion`` scores completions for :class:`PopulationJudge`; other populations put their
+    own score function here (``nlhf.control.labelers`` scores trajectory segments)."""
 
     name: str
-    criterion: Criterion
+    criterion: Criterion | Callable[..., Any]
     weight: float = 1.0
     temperature: float = 1.0
 
