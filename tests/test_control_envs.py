@@ -1,0 +1,132 @@
+"""Games for acting policies (nlhf.control.envs): feature vectors and specs; a saved state
+replays bit for bit, in the same env and in another one (CartPole with its RNG, Pong with
+sticky actions); options that do not fit a game are one-line errors naming the option."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gymnasium", reason="the control extra is not installed (nlhf[control])")
+
+from nlhf.config import ConfigError
+from nlhf.control.envs import (
+    make_env,
+    make_vector_env,
+    restore_state,
+    save_state,
+    spec_of,
+)
+
+
+def play(env, steps: int, seed: int = 0) -> list:
+    """``steps`` fixed pseudo-random actions; every observation, reward and end flag (an
+    ended episode is reset, so the RNG of the env's resets is replayed too)."""
+    actions = np.random.default_rng(seed).integers(env.action_space.n, size=steps)
+    out = []
+    for a in actions.tolist():
+        obs, reward, terminated, truncated, _ = env.step(a)
+        out.append((obs.copy(), reward, terminated, truncated))
+        if terminated or truncated:
+            out.append((env.reset()[0].copy(), 0.0, False, False))
+    return out
+
+
+def assert_same(a: list, b: list) -> None:
+    assert len(a) == len(b)
+    for (oa, ra, ta, ua), (ob, rb, tb, ub) in zip(a, b, strict=True):
+        assert np.array_equal(oa, ob) and (ra, ta, ua) == (rb, tb, ub)
+
+
+def replays_exactly(env_id: str, other_seed: int, points: int = 10, **kwargs) -> list:
+    """Save the state at ``points`` places along one game and replay 30 steps from each, in
+    the same env and in another one played differently meanwhile (its previous action, its
+    RNG and its features' memory differ); returns the first replay's steps."""
+    env, elsewhere = make_env(env_id, 3, **kwargs), make_env(env_id, other_seed, **kwargs)
+    replays = []
+    for point in range(points):
+        play(env, 15, seed=point)
+        play(elsewhere, 5, seed=100 + point)
+        saved = save_state(env)
+        first = play(env, 30)
+        restore_state(env, saved)
+        assert_same(first, play(env, 30))
+        restore_state(elsewhere, saved)
+        assert_same(first, play(elsewhere, 30))
+        replays += first
+    return replays
+
+
+def test_cartpole_features_and_spec():
+    env = make_env("CartPole-v1", 0)
+    spec = spec_of(env)
+    assert (spec.obs_dim, spec.n_actions, spec.fps) == (4, 2, 50.0)
+    obs, *_ = env.step(0)
+    assert obs.dtype == np.float32 and obs.shape == (4,)
+
+
+def test_cartpole_restore_replays_bit_for_bit_including_resets():
+    steps = replays_exactly("CartPole-v1", other_seed=99)
+    assert sum(t or u for _, _, t, u in steps) >= 3  # several episodes ended and reset
+
+
+def test_pong_sticky_actions_are_played_frame_by_frame():
+    pytest.importorskip("ale_py", reason="ale-py is not installed (nlhf[control])")
+    env = make_env("ALE/Pong-v5", 0, sticky=0.5)
+    assert env.unwrapped._frameskip == 1  # four frames per agent step, each one sticky
+    assert spec_of(env).fps == 15.0
+    rewards = [r for _, r, *_ in play(env, 3000)]
+    assert -1.0 in rewards  # points are still scored and counted
+
+
+def test_vector_env_resets_a_finished_copy_in_the_same_step():
+    envs = make_vector_env("CartPole-v1", 3, seed=5)
+    envs.reset()
+    for _ in range(200):
+        obs, _, terminated, truncated, info = envs.step(np.zeros(3, dtype=np.int64))
+        done = terminated | truncated
+        if done.any():
+            i = int(np.flatnonzero(done)[0])
+            assert not np.array_equal(info["final_obs"][i], obs[i])
+            assert abs(obs[i]).max() <= 0.05  # a fresh CartPole start
+            return
+    raise AssertionError("pushing left never ended an episode")
+
+
+def test_pong_ram_features_and_sticky_restore_replay_bit_for_bit():
+    pytest.importorskip("ale_py", reason="ale-py is not installed (nlhf[control])")
+    env = make_env("ALE/Pong-v5", 0, sticky=0.25)
+    spec = spec_of(env)
+    assert (spec.obs_dim, spec.n_actions, spec.fps) == (6, 6, 15.0)
+    steps = replays_exactly("ALE/Pong-v5", other_seed=7, sticky=0.25)
+    features = np.stack([obs for obs, *_ in steps])
+    assert np.abs(features).max() <= 1.01
+    assert features[:, 4:].std(0).min() > 0  # the ball moves both ways
+
+
+def test_pong_pixels_construct():
+    pytest.importorskip("ale_py", reason="ale-py is not installed (nlhf[control])")
+    env = make_env("ALE/Pong-v5", 0, features="pixels")
+    spec = spec_of(env, "pixels")
+    obs, *_ = env.step(0)
+    assert spec.obs_dim == obs.shape[0] == 4 * 80 * 80
+    assert 0.0 <= obs.min() and obs.max() <= 1.0
+
+
+def test_minatar_grid_is_flattened():
+    pytest.importorskip("minatar", reason="MinAtar is not installed (pip install minatar)")
+    env = make_env("MinAtar/Breakout-v1", 0)
+    assert spec_of(env).obs_dim == 10 * 10 * 4
+    replays_exactly("MinAtar/Breakout-v1", other_seed=9)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "option"),
+    [
+        (dict(env_id="CartPole-v1", sticky=0.25), "sticky"),
+        (dict(env_id="CartPole-v1", features="pixels"), "features"),
+        (dict(env_id="CartPole-v1", features="rgb"), "features"),
+        (dict(env_id="NoSuchGame-v0"), "env"),
+    ],
+)
+def test_options_that_do_not_fit_name_the_option(kwargs, option):
+    with pytest.raises(ConfigError, match=f"^{option}: "):
+        make_env(seed=0, **kwargs)
