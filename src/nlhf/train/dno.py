@@ -1,9 +1,10 @@
-"""``nlhf train dno``: Direct Nash Optimization (Rosset et al. 2024), its practical form, online.
+"""``nlhf train dno``: Direct Nash Optimization (Rosset et al. 2024), its practical form.
 
     nlhf train dno                                       # SmolLM2 + LoRA, IMDB prompts, VADER
     nlhf train dno --judge runs/pm/model samples=5 min_margin=0.25 replay=0.3
+    nlhf train dno iteration_steps=16 iteration_epochs=2     # batched-iterative, as published
 
-Each step, for every prompt x:
+Each step (fully online; batched-iterative: :mod:`nlhf.train.iterative`), for every prompt x:
 
 1. K completions ~ π_t (the policy at the start of the step) from one decode loop;
 2. every pair judged; r_t(y_i) = P̂(y_i ≻ π_t), the leave-one-out win rate; the pair
@@ -13,8 +14,9 @@ Each step, for every prompt x:
    pairs replayed from earlier steps, ``replay`` of them per fresh pair at most, every pair
    against the π_t of this step (as in the paper's Eq. 13); the replay buffer is part of the
    checkpoint.  Online, π_t is the policy itself at the start of the step, so the margin starts
-   at 0 and the step is DPO's gradient there; the batched-iterative regime, where π_t stays
-   fixed over many steps, is where DNO departs from a pairwise policy gradient.
+   at 0 and the step is DPO's gradient there; batched-iterative, π_t stays fixed over the
+   iteration's steps (its log-prob gaps are taken once, as the iteration is prepared), which
+   is where DNO departs from a pairwise policy gradient.
 
 Parameters and metrics: docs/trainers.md.
 """
@@ -32,13 +34,14 @@ import torch.nn.functional as F
 from nlhf.config import option
 from nlhf.losses import leave_one_out_win_rates
 from nlhf.models.text import tokenize_prompts
-from nlhf.train.core import Algorithm, NonFiniteError
+from nlhf.train.core import NonFiniteError
 from nlhf.train.groups import pairwise_matrix, sample_group
+from nlhf.train.iterative import IterationFields, IterativeAlgorithm, Prepared
 from nlhf.train.online import OnlineConfig, PromptBatch, train_and_report
 
 
 @dataclass
-class Config(OnlineConfig):
+class Config(OnlineConfig, IterationFields):
     """DNO: K samples, the best and worst by leave-one-out win rate when their margin is large,
     DPO against the policy of the step, with replay of earlier steps' pairs."""
 
@@ -55,6 +58,7 @@ class Config(OnlineConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.check_iteration()
         if self.samples < 2:
             raise ValueError(f"samples must be ≥ 2, got {self.samples}")
         if self.eta <= 0:
@@ -84,7 +88,7 @@ def padded(rows: list[list[int]], pad: int, device: torch.device) -> tuple[torch
     return ids.to(device), mask.to(device)
 
 
-class DNO(Algorithm):
+class DNO(IterativeAlgorithm):
     """The algorithm: all-pairs win rates, large-margin pairs, DPO against π_t, replay."""
 
     config: Config
@@ -93,18 +97,17 @@ class DNO(Algorithm):
         super().__init__(trainer, config)
         self.buffer: deque[dict[str, Any]] = deque(maxlen=config.buffer)
 
-    def loss(self, batch: PromptBatch, step: int) -> tuple[torch.Tensor, dict[str, float]]:
+    def prepare(self, batch: PromptBatch, step: int) -> dict[str, Any]:
         cfg, policy = self.config, self.trainer.policy
         n, k = len(batch.rows), cfg.samples
         t0 = time.perf_counter()
         # 1. K completions per prompt from one decode loop
         group = sample_group(policy, cfg, batch, step, k)
-        out, ref_tokens = group.out, group.ref_tokens
+        out = group.out
         t1 = time.perf_counter()
         # 2. win rates and the large-margin pairs
-        texts = group.texts
         win = leave_one_out_win_rates(
-            pairwise_matrix(self.trainer.judge, list(batch.texts), texts, k)
+            pairwise_matrix(self.trainer.judge, list(batch.texts), group.texts, k)
         )
         best, worst, kept = large_margin_pairs(win, cfg.min_margin)
         t2 = time.perf_counter()
@@ -118,32 +121,55 @@ class DNO(Algorithm):
             }
             for b, p, q in zip(rows[kept], pos, neg, strict=True)
         ]
-        # 3. DPO against π_t on the fresh pairs and a seeded draw of replayed ones
         replayed = self.draw_replay(len(fresh), step, batch.rows)
+        self.buffer.extendleft(reversed(fresh))
         pairs = fresh + replayed
-        if pairs:
-            gap = self.logp_gaps(pairs)  # log π(y+) − log π(y−), with the gradient
-            loss = -F.logsigmoid(cfg.eta * (gap - gap.detach())).mean()  # π_t = π at step start
+        anchor = None  # online: π_t is the policy at the start of the step itself
+        if cfg.iteration_steps and pairs:  # batched: π_t is frozen for the iteration
+            with torch.no_grad():
+                anchor = self.logp_gaps(pairs)
+        return {
+            "group": group,
+            "win": win,
+            "kept": kept,
+            "pos": pos,
+            "neg": neg,
+            "pairs": pairs,
+            "replayed": len(replayed),
+            "anchor": anchor,
+            "seconds": (t1 - t0, t2 - t1),
+        }
+
+    def objective(self, prepared: Prepared) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg, policy, batch, data = self.config, self.trainer.policy, prepared.batch, prepared.data
+        out, ref_tokens = data["group"].out, data["group"].ref_tokens
+        t2 = time.perf_counter()
+        # 3. DPO against π_t on the fresh pairs and a seeded draw of replayed ones
+        if data["pairs"]:
+            gap = self.logp_gaps(data["pairs"])  # log π(y+) − log π(y−), with the gradient
+            anchor = gap.detach() if data["anchor"] is None else data["anchor"]
+            loss = -F.logsigmoid(cfg.eta * (gap - anchor)).mean()
         else:
             gap = torch.zeros(0)
             loss = policy.logprobs(batch.ids, batch.mask, out.tokens, out.mask).sum() * 0.0
-        if not torch.isfinite(win).all():
+        if not torch.isfinite(data["win"]).all():
             raise NonFiniteError("judge preference")
-        self.buffer.extendleft(reversed(fresh))
         t3 = time.perf_counter()
+        pos, neg = data["pos"], data["neg"]
         with torch.no_grad():
             kl = (out.policy_logprobs - ref_tokens).sum(-1)
             lengths = out.lengths.float()
+        sample_seconds, judge_seconds = data["seconds"]
         return loss, {
-            "kept_fraction": float(kept.float().mean()),
-            "replayed": float(len(replayed)),
+            "kept_fraction": float(data["kept"].float().mean()),
+            "replayed": float(data["replayed"]),
             "logp_gap": float(gap.detach().mean()) if len(gap) else 0.0,
             "kl": float(kl.mean()),
             "length": float(lengths.mean()),
             "length_chosen": float(lengths[pos].mean()) if len(pos) else 0.0,
             "length_rejected": float(lengths[neg].mean()) if len(neg) else 0.0,
-            "sample_seconds": t1 - t0,
-            "judge_seconds": t2 - t1,
+            "sample_seconds": sample_seconds,
+            "judge_seconds": judge_seconds,
             "forward_seconds": t3 - t2,
         }
 
@@ -171,9 +197,10 @@ class DNO(Algorithm):
         return logps[:m] - logps[m:]
 
     def state_dict(self) -> dict[str, Any]:
-        return {"buffer": list(self.buffer)}
+        return {**super().state_dict(), "buffer": list(self.buffer)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
         self.buffer = deque(state.get("buffer", []), maxlen=self.config.buffer)
 
 

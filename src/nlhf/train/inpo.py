@@ -1,9 +1,10 @@
-"""``nlhf train inpo``: Iterative Nash Policy Optimization (Zhang et al. 2024), fully online.
+"""``nlhf train inpo``: Iterative Nash Policy Optimization (Zhang et al. 2024).
 
     nlhf train inpo                                      # SmolLM2 + LoRA, IMDB prompts, VADER
     nlhf train inpo --judge runs/pm/model samples=8 eta=0.5 tau=0.1
+    nlhf train inpo iteration_steps=16 iteration_epochs=2    # batched-iterative, as published
 
-Each step, for every prompt x:
+Each step (fully online; batched-iterative: :mod:`nlhf.train.iterative`), for every prompt x:
 
 1. K completions ~ π_t (the policy at the start of the step) from one KV-cached decode loop,
    with log π_t and log π_ref;
@@ -24,19 +25,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
 from nlhf.config import option
 from nlhf.losses import inpo_loss
-from nlhf.train.core import Algorithm, NonFiniteError
+from nlhf.train.core import NonFiniteError
 from nlhf.train.groups import sample_group
+from nlhf.train.iterative import IterationFields, IterativeAlgorithm, Prepared
 from nlhf.train.online import OnlineConfig, PromptBatch, train_and_report
 
 
 @dataclass
-class Config(OnlineConfig):
+class Config(OnlineConfig, IterationFields):
     """INPO: K samples per prompt, a knockout tournament for (y_w, y_l), and IPO's square loss
     against the geometric mixture of the reference and the policy of the step."""
 
@@ -52,6 +54,7 @@ class Config(OnlineConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.check_iteration()
         if self.samples < 2 or self.samples & (self.samples - 1):
             raise ValueError(f"samples must be a power of 2, at least 2; got {self.samples}")
         if self.eta <= 0 or not 0 <= self.tau <= self.eta:
@@ -112,22 +115,26 @@ class OnpoConfig(Config):
     optimistic: bool = option(True, "the predictor step along the last gradient (ONPO: on)")
 
 
-class INPO(Algorithm):
+class INPO(IterativeAlgorithm):
     """The algorithm: K samples, a knockout tournament, the INPO square loss on the pair."""
 
     config: Config
 
-    def loss(self, batch: PromptBatch, step: int) -> tuple[torch.Tensor, dict[str, float]]:
+    def prepare(self, batch: PromptBatch, step: int) -> dict[str, Any]:
         cfg, policy = self.config, self.trainer.policy
-        n, k = len(batch.rows), cfg.samples
         t0 = time.perf_counter()
         # 1. K completions per prompt from one decode loop, with log π_t and log π_ref
-        group = sample_group(policy, cfg, batch, step, k)
-        out, ref_tokens = group.out, group.ref_tokens
+        group = sample_group(policy, cfg, batch, step, cfg.samples)
         t1 = time.perf_counter()
         # 2. the knockout tournament picks (y_w, y_l)
-        texts = group.texts
-        w, lose, p_chosen, calls = knockout(self.trainer.judge, list(batch.texts), texts, k)
+        picked = knockout(self.trainer.judge, list(batch.texts), group.texts, cfg.samples)
+        return {"group": group, "picked": picked, "seconds": (t1 - t0, time.perf_counter() - t1)}
+
+    def objective(self, prepared: Prepared) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg, policy, batch = self.config, self.trainer.policy, prepared.batch
+        n = len(batch.rows)
+        out, ref_tokens = prepared.data["group"].out, prepared.data["group"].ref_tokens
+        w, lose, p_chosen, calls = prepared.data["picked"]
         t2 = time.perf_counter()
         # 3. INPO's loss on one gradient forward over the two chosen rows of each prompt
         pick = torch.cat([w, lose]).to(out.tokens.device)
@@ -144,6 +151,7 @@ class INPO(Algorithm):
             kl = (out.policy_logprobs - ref_tokens).sum(-1)
             lengths = out.lengths.float()
             margin = (logps[:n] - anchor[:n]) - (logps[n:] - anchor[n:])
+        sample_seconds, judge_seconds = prepared.data["seconds"]
         return loss, {
             "judge_chosen_prob": float(p_chosen.mean()),
             "margin": float(margin.mean()),
@@ -152,8 +160,8 @@ class INPO(Algorithm):
             "length_chosen": float(lengths[w].mean()),
             "length_rejected": float(lengths[lose].mean()),
             "comparisons": float(calls),
-            "sample_seconds": t1 - t0,
-            "judge_seconds": t2 - t1,
+            "sample_seconds": sample_seconds,
+            "judge_seconds": judge_seconds,
             "forward_seconds": t3 - t2,
         }
 

@@ -1,9 +1,10 @@
-"""``nlhf train sppo``: Self-Play Preference Optimization (Wu et al. 2024), fully online.
+"""``nlhf train sppo``: Self-Play Preference Optimization (Wu et al. 2024).
 
     nlhf train sppo                                      # SmolLM2 + LoRA, IMDB prompts, VADER
     nlhf train sppo --judge runs/pm/model samples=5 eta=1.0 steps=300
+    nlhf train sppo iteration_steps=16 iteration_epochs=2    # batched-iterative, as published
 
-Each step, for every prompt x:
+Each step (fully online; batched-iterative: :mod:`nlhf.train.iterative`), for every prompt x:
 
 1. K completions y_1 … y_K ~ π_t (the policy at the start of the step) from one KV-cached
    decode loop, with their log π_t;
@@ -21,18 +22,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from nlhf.config import option
 from nlhf.losses import leave_one_out_win_rates, sppo_loss
-from nlhf.train.core import Algorithm, NonFiniteError
+from nlhf.train.core import NonFiniteError
 from nlhf.train.groups import pairwise_matrix, sample_group
+from nlhf.train.iterative import IterationFields, IterativeAlgorithm, Prepared
 from nlhf.train.online import OnlineConfig, PromptBatch, train_and_report
 
 
 @dataclass
-class Config(OnlineConfig):
+class Config(OnlineConfig, IterationFields):
     """SPPO: K samples per prompt, leave-one-out win rates from pairwise judgements, and a
     square-loss step of log π/π_t towards η·(P̂ − ½)."""
 
@@ -46,29 +49,34 @@ class Config(OnlineConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.check_iteration()
         if self.samples < 2:
             raise ValueError(f"samples must be ≥ 2, got {self.samples}")
         if self.eta <= 0:
             raise ValueError(f"eta must be > 0, got {self.eta}")
 
 
-class SPPO(Algorithm):
+class SPPO(IterativeAlgorithm):
     """The algorithm: K samples, all-pairs judgements, leave-one-out P̂, the square loss."""
 
     config: Config
 
-    def loss(self, batch: PromptBatch, step: int) -> tuple[torch.Tensor, dict[str, float]]:
+    def prepare(self, batch: PromptBatch, step: int) -> dict[str, Any]:
         cfg, policy = self.config, self.trainer.policy
-        n, k = len(batch.rows), cfg.samples
         t0 = time.perf_counter()
         # 1. K completions per prompt from one decode loop, with log π_t and log μ
-        group = sample_group(policy, cfg, batch, step, k)
-        out, ref_tokens = group.out, group.ref_tokens
+        group = sample_group(policy, cfg, batch, step, cfg.samples)
         t1 = time.perf_counter()
         # 2. all pairs judged, leave-one-out win rates (sample-major like the rows)
-        texts = group.texts
-        matrix = pairwise_matrix(self.trainer.judge, list(batch.texts), texts, k)
+        matrix = pairwise_matrix(self.trainer.judge, list(batch.texts), group.texts, cfg.samples)
         win = leave_one_out_win_rates(matrix).T.reshape(-1).to(policy.device)
+        return {"group": group, "win": win, "seconds": (t1 - t0, time.perf_counter() - t1)}
+
+    def objective(self, prepared: Prepared) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg, policy, batch = self.config, self.trainer.policy, prepared.batch
+        n, k = len(batch.rows), cfg.samples
+        out, ref_tokens = prepared.data["group"].out, prepared.data["group"].ref_tokens
+        win = prepared.data["win"]
         t2 = time.perf_counter()
         # 3. the square loss on one gradient forward
         logps = policy.logprobs(batch.ids, batch.mask, out.tokens, out.mask).sum(-1)
@@ -82,14 +90,15 @@ class SPPO(Algorithm):
             best = win.reshape(k, n).argmax(0)
             lengths = out.lengths.float().reshape(k, n)
             by_prompt = win.reshape(k, n)
+        sample_seconds, judge_seconds = prepared.data["seconds"]
         return loss, {
             "win_rate_spread": float((by_prompt.max(0).values - by_prompt.min(0).values).mean()),
             "target": float((cfg.eta * (win - 0.5)).abs().mean()),
             "kl": float(kl.mean()),
             "length": float(lengths.mean()),
             "length_best": float(lengths.gather(0, best[None]).mean()),
-            "sample_seconds": t1 - t0,
-            "judge_seconds": t2 - t1,
+            "sample_seconds": sample_seconds,
+            "judge_seconds": judge_seconds,
             "forward_seconds": t3 - t2,
         }
 
