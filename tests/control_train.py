@@ -3,7 +3,8 @@
     python tests/control_train.py ALGORITHM OUT [key=value ...] [--die-after-checkpoint N]
     python tests/control_train.py ppo runs/x --die-after-checkpoint 4
 
-ALGORITHM is ppo (true reward) or nash (Nash-MD-PG against the true-return preference); it
+ALGORITHM is ppo (true reward), nash (Nash-MD-PG against the true-return preference), or a
+preference route of nlhf.control.routes, rlhf or nlhf (labels from the oracle); it
 trains into OUT for 6 steps with a checkpoint every 2 (seed 3).  ``key=value`` sets any field of
 the trainer's ``Config``.  ``--die-after-checkpoint N``: SIGKILL this process right after the
 step-N checkpoint is written (the test then restarts the same command).
@@ -21,7 +22,7 @@ import torch
 
 import children
 from nlhf.config import build_config
-from nlhf.control import nash, ppo
+from nlhf.control import nash, ppo, routes
 from nlhf.control.rollout import build_trainer
 
 SHARED = dict(steps=6, checkpoint_every=2, progress=False, tensorboard=False, seed=3)
@@ -29,18 +30,26 @@ SETTINGS = {
     "ppo": dict(n_envs=2, n_steps=32, minibatches=2, epochs=2),
     "nash": dict(states=2, samples=2, opponents=1, length=10, epochs=2),
 }
+SETTINGS["rlhf"] = {**SETTINGS["ppo"], "budget": 40, "initial": 10, "chunk": 5, "segment": 10,
+                    "fit_epochs": 2, "label_c": 100.0}  # fmt: skip
+SETTINGS["nlhf"] = {**SETTINGS["nash"], "budget": 30, "initial": 10, "chunk": 5, "fit_epochs": 2,
+                    "label_c": 100.0}  # fmt: skip
+CONFIGS = {"ppo": ppo.Config, "nash": nash.Config, "rlhf": routes.RLHFConfig,
+           "nlhf": routes.NLHFConfig}  # fmt: skip
 
 
 def make(name: str, out: str, overrides=()):
     """The trainer, the algorithm and the config of ``name`` in ``out``."""
-    module = ppo if name == "ppo" else nash
     values = {**SHARED, **SETTINGS[name], "out": out}
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:
             raise SystemExit(f"control_train.py: {item!r} is not key=value")
         values[key] = raw
-    config = build_config(module.Config, values)
+    config = build_config(CONFIGS[name], values)
+    if name in ("rlhf", "nlhf"):
+        trainer, algorithm = routes.build(config)
+        return trainer, algorithm, config
     if name == "ppo":
         trainer = build_trainer(config)
         return trainer, ppo.PPO(trainer, config), config

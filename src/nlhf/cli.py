@@ -175,6 +175,27 @@ COMMANDS: dict[str, Command | Group] = {
             ),
         },
     ),
+    "control": Group(
+        "Preference-based control in gymnasium games (pip install 'nlhf[control]'): RLHF and "
+        "NLHF routes from segment labels, their evaluation and a CartPole demo.",
+        {
+            "train": Command(
+                "nlhf.control.train_cli",
+                "Train a policy from segment labels (oracle, B-Pref teachers, a population or "
+                "people): RLHF = reward model + PPO, NLHF = preference model + Nash-MD-PG.",
+            ),
+            "eval": Command(
+                "nlhf.control.eval_cli",
+                "True return of each policy folder with a 95% interval, and head-to-head win "
+                "rates under a labeler from paired continuations.",
+            ),
+            "demo": Command(
+                "nlhf.control.demo",
+                "RLHF and NLHF side by side from one label budget on CartPole, the true-reward "
+                "PPO curve as reference: report.md, a plot and GIF clips.",
+            ),
+        },
+    ),
     "tabular": Command(
         "nlhf.tabular.cli",
         "Tabular NLHF lab: exact Nash equilibria, Nash-MD and other dynamics vs RLHF on "

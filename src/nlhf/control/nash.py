@@ -335,6 +335,7 @@ class NashMDPG(Algorithm):
             update_seconds=t2 - t1,
             steps_per_second=played / (t2 - t0),
         )
+        self.finished = self.window.reached(cfg.target_return)
         return finite(metrics)
 
     # ------------------------------------------------------------------ state

@@ -294,6 +294,7 @@ class PPO(Algorithm):
             update_seconds=t2 - t1,
             steps_per_second=agent_steps / (t2 - t0),
         )
+        self.finished = self.window.reached(cfg.target_return)
         return finite(metrics)
 
     # ------------------------------------------------------------------ state

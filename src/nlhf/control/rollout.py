@@ -257,6 +257,11 @@ class ControlFields(TrainFields):
     device: Literal["cpu", "auto"] = option(
         "cpu", "cpu: small networks run fastest there; auto: the accelerator if there is one"
     )
+    target_return: float = option(
+        0.0,
+        "stop once the mean true return of the last 20 episodes reaches this (CartPole's "
+        "solved: 475; 0: run all the steps)",
+    )
 
     def __post_init__(self) -> None:
         try:
@@ -332,6 +337,14 @@ class ReturnWindow:
             out["episode_return"] = float(np.mean(self.returns))
             out["episode_length"] = float(np.mean(self.lengths))
         return out
+
+    def reached(self, target: float) -> str:
+        """Why to stop: a full window whose mean return is at least ``target`` (> 0)."""
+        full = len(self.returns) == self.returns.maxlen
+        mean = float(np.mean(self.returns)) if self.returns else 0.0
+        if target and full and mean >= target:
+            return f"mean return {mean:.1f} of the last {len(self.returns)} episodes ≥ {target:g}"
+        return ""
 
     def state_dict(self) -> dict[str, Any]:
         return {"returns": list(self.returns), "lengths": list(self.lengths), "count": self.count}

@@ -157,6 +157,10 @@ class Algorithm:
     that must survive a resume goes in ``state_dict``.
     """
 
+    finished = ""
+    """Set by ``update`` to end the run early (the reason, said when it stops), e.g. a
+    control run that reached its target return."""
+
     def __init__(self, trainer: Trainer, config: Any) -> None:
         self.trainer, self.config = trainer, config
 
@@ -481,6 +485,9 @@ class Trainer:
             bar.set_postfix({"step": step + 1} | shown)
             self.steps_done = step + 1
             self.after_step(step + 1)
+            if algorithm.finished:
+                self.say(f"{name}: {algorithm.finished} after {step + 1} steps")
+                break
             if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < self.steps:
                 self.save_checkpoint(step + 1, algorithm)
         bar.close()

@@ -1,0 +1,169 @@
+"""``nlhf control demo``: RLHF and NLHF from the same label budget on CartPole, side by side.
+
+    nlhf control demo                         # 3 minutes per route, oracle labels
+    nlhf control demo --minutes 1 --labeler noisy --budget 500
+
+1. three runs of ``minutes`` each into ``<out>/{ppo,rlhf,nlhf}``: PPO on the true reward (the
+   reference curve), the RLHF route (reward model + PPO) and the NLHF route (preference model
+   + Nash-MD-PG), both routes with the same labeler and label budget;
+2. each policy's true return over ``episodes`` episodes with a 95% interval
+   (:func:`nlhf.control.eval_cli.interval`);
+3. ``report.md``: the table (return, interval, labels used, steps, wall time), ``curves.png``
+   (true episode return against training seconds) and one GIF clip per policy
+   (``clip-<run>.gif``: gymnasium's ``render=True`` frames when pygame is there, else the
+   routes' own CartPole drawing).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nlhf.config import option
+from nlhf.control import require
+from nlhf.files import atomic_write_text
+
+
+@dataclass
+class Config:
+    """The RLHF and NLHF routes against each other on CartPole from one label budget."""
+
+    env: str = option("CartPole-v1", "gymnasium id (clips are drawn for CartPole)")
+    minutes: float = option(3.0, "training minutes of each of the three runs")
+    labeler: str = option("oracle", "labeler of both routes: oracle, a B-Pref teacher, population")
+    budget: int = option(1000, "labels each route may use")
+    episodes: int = option(50, "evaluation episodes per policy")
+    clip_steps: int = option(200, "steps of each policy's GIF clip")
+    seed: int = option(0, "seed of the runs (evaluation uses seed + 1)")
+    out: str = option("runs/control-demo", "output folder: report.md, curves.png, clips, runs")
+    progress: bool = option(True, "show progress bars")
+
+
+def clip(policy: Any, env_id: str, steps: int, seed: int) -> bytes:
+    """A GIF of one episode (at most ``steps`` steps) of ``policy``, actions sampled."""
+    import torch
+
+    from nlhf.control.envs import make_env
+    from nlhf.control.routes import cartpole_frame
+    from nlhf.label.clips import gif_bytes
+
+    env = make_env(env_id, seed, render=True)
+    obs, _ = env.reset(seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    frames = []
+    for _ in range(steps):
+        try:
+            frames.append(np.asarray(env.render(), np.uint8))
+        except Exception:  # pygame missing: draw the state ourselves
+            frames.append(cartpole_frame(env.unwrapped.state))
+        with torch.no_grad():
+            p = torch.softmax(policy.logits(torch.as_tensor(obs, dtype=torch.float32)), -1)
+        action = int(torch.multinomial(p, 1, generator=generator))
+        obs, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            break
+    env.close()
+    return gif_bytes(frames[::2], fps=25)
+
+
+def run(config: Config) -> int:
+    require("gymnasium")
+    import torch
+
+    from nlhf.control import ppo, routes
+    from nlhf.control.eval_cli import interval
+    from nlhf.control.rollout import episode_returns
+
+    torch.set_num_threads(min(torch.get_num_threads(), 2))
+    out = Path(config.out)
+    shared = dict(
+        env=config.env, seed=config.seed, steps=100_000, time_limit=config.minutes,
+        progress=config.progress, tensorboard=False,
+    )  # fmt: skip
+    labelled = dict(labeler=config.labeler, budget=config.budget)
+    runs = {
+        "ppo": (ppo.Config(out=str(out / "ppo"), **shared), None),
+        "rlhf": (routes.RLHFConfig(out=str(out / "rlhf"), **shared, **labelled), routes.train),
+        "nlhf": (routes.NLHFConfig(out=str(out / "nlhf"), **shared, **labelled), routes.train),
+    }
+    rows = {}
+    for name, (cfg, train) in runs.items():
+        start = time.perf_counter()
+        algorithm, _ = ppo.train(cfg) if train is None else train(cfg)
+        seconds = time.perf_counter() - start
+        returns = episode_returns(algorithm.policy, config.env, config.episodes, config.seed + 1)
+        labels = algorithm.labelling.buffer.added if train is not None else None
+        rows[name] = {
+            "return": interval(returns),
+            "labels": labels,
+            "steps": algorithm.trainer.steps_done,
+            "seconds": seconds,
+        }
+        (out / f"clip-{name}.gif").write_bytes(
+            clip(algorithm.policy, config.env, config.clip_steps, config.seed + 1)
+        )
+    plot(out, list(runs))
+    atomic_write_text(out / "results.json", json.dumps(rows, indent=2) + "\n")
+    atomic_write_text(out / "report.md", report(config, rows))
+    print(f"nlhf control demo: {out}/report.md")
+    return 0
+
+
+def curve(folder: Path) -> tuple[list[float], list[float]]:
+    """(training seconds, true episode return) of each logged step that has a return."""
+    seconds, returns, total = [], [], 0.0
+    for line in (folder / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        total += row.get("step_seconds", 0.0)
+        if "episode_return" in row:
+            seconds.append(total)
+            returns.append(row["episode_return"])
+    return seconds, returns
+
+
+def plot(out: Path, names: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    labels = {"ppo": "PPO, true reward", "rlhf": "RLHF: r̂ + PPO", "nlhf": "NLHF: P̂ + Nash-MD-PG"}
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name in names:
+        x, y = curve(out / name)
+        ax.plot(x, y, label=labels[name], linestyle="--" if name == "ppo" else "-")
+    ax.set_xlabel("training seconds")
+    ax.set_ylabel("true episode return (last 20 episodes)")
+    ax.axhline(475, color="grey", linewidth=0.5)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=120)
+    plt.close(fig)
+
+
+def report(config: Config, rows: dict[str, Any]) -> str:
+    lines = [
+        f"# RLHF against NLHF on {config.env}",
+        "",
+        f"Labeler {config.labeler}, label budget {config.budget} per route, {config.minutes:g} "
+        f"minutes of training per run; true return over {config.episodes} episodes "
+        "(mean, 95% interval).",
+        "",
+        "| run | true return | 95% interval | labels used | steps | wall seconds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in rows.items():
+        ret = r["return"]
+        labels = "—" if r["labels"] is None else str(r["labels"])
+        lines.append(
+            f"| {name} | {ret['mean']:.1f} | {ret['low']:.1f} – {ret['high']:.1f} | {labels} "
+            f"| {r['steps']} | {r['seconds']:.0f} |"
+        )
+    lines += ["", "![curves](curves.png)", ""]
+    lines += [f"{name}: ![{name}](clip-{name}.gif)" for name in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,171 @@
+"""``nlhf control eval``: how good trained acting policies are, alone and against each other.
+
+    nlhf control eval --policies runs/rlhf/policy,runs/nlhf/policy --episodes 100
+    nlhf control eval --policies a/policy,b/policy --labeler population --pairs 200
+
+1. true return: ``episodes`` whole episodes of each policy (actions sampled, one game copy per
+   episode), the mean with a 95% normal interval (mean ± 1.96·s/√n);
+2. head to head, for every two policies A and B: ``pairs`` start states, each reached by
+   ``warmup`` steps of A or B (alternately), copied onto two game copies (saved env state);
+   A continues on one and B on the other for ``length`` steps (an episode end continues in the
+   end state with reward 0, as the routes' segments); the labeler's P(A's segment ≻ B's)
+   averaged over the states, with a 95% interval;
+3. the table is printed; ``--out`` also writes ``eval.json`` and ``eval.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nlhf.config import ConfigError, option
+from nlhf.control import require
+from nlhf.files import atomic_write_json, atomic_write_text
+
+
+@dataclass
+class Config:
+    """True returns with 95% intervals, and win rates from paired continuations."""
+
+    policies: list[str] = option([], "policy folders (model.safetensors + config.json), 1 or more")
+    env: str = option("CartPole-v1", "gymnasium id the policies play")
+    episodes: int = option(100, "episodes per policy for the true return")
+    labeler: str = option(
+        "oracle", "labeler of the head-to-head comparisons: oracle, a B-Pref teacher, population"
+    )
+    labeler_options: list[str] = option([], "key=value options of the labeler")
+    pairs: int = option(100, "start states per pair of policies (0: no head-to-head)")
+    warmup: int = option(100, "steps played before a start state is copied")
+    length: int = option(200, "steps of each continuation")
+    seed: int = option(1, "seed of the evaluation games and of the action sampling")
+    out: str = option("", "folder for eval.json and eval.md ('' : print only)")
+
+    def __post_init__(self) -> None:
+        if not self.policies:
+            raise ConfigError("policies: give at least one policy folder")
+        for name in ("episodes", "length"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        if self.pairs < 0 or self.warmup < 0:
+            raise ConfigError("pairs and warmup must be ≥ 0")
+
+
+def interval(values: list[float] | np.ndarray) -> dict[str, float]:
+    """Mean and its 95% normal interval (mean ± 1.96·s/√n; s = 0 for one value)."""
+    x = np.asarray(values, dtype=np.float64)
+    if len(x) == 0:
+        return {"mean": math.nan, "low": math.nan, "high": math.nan, "n": 0}
+    half = 1.96 * x.std(ddof=1) / math.sqrt(len(x)) if len(x) > 1 else 0.0
+    mean = float(x.mean())
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": len(x)}
+
+
+def head_to_head(
+    a: Any, b: Any, env_id: str, labeler: Any, pairs: int, warmup: int, length: int, seed: int
+) -> list[float]:
+    """P(A ≻ B) under ``labeler`` at each of ``pairs`` start states (module doc, step 2)."""
+    import torch
+
+    from nlhf.control.nash import segments_of
+    from nlhf.control.rollout import Runner
+    from nlhf.control.segments import Segment
+
+    runner = Runner(env_id, 2 * pairs, seed)
+    first = torch.arange(2 * pairs) % 4 < 2  # states 0, 2, … reached by A; 1, 3, … by B
+
+    def driven(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = torch.where(first[:, None], a.logits(obs), b.logits(obs))
+        return logits, torch.zeros(len(obs))
+
+    with torch.no_grad():
+        if warmup:
+            runner.collect(driven, warmup)
+        for s in range(pairs):
+            runner.restore(2 * s + 1, runner.snapshot(2 * s))
+        plays_a = torch.arange(2 * pairs) % 2 == 0
+
+        def paired(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            logits = torch.where(plays_a[:, None], a.logits(obs), b.logits(obs))
+            return logits, torch.zeros(len(obs))
+
+        rollout = runner.collect(paired, length)
+    runner.close()
+    c = segments_of(rollout, list(range(2 * pairs)))
+
+    def segment(i: int) -> Segment:
+        return Segment(c.obs[i].numpy(), c.actions[i].numpy(), c.rewards[i].numpy())
+
+    judged = [(segment(2 * s), segment(2 * s + 1)) for s in range(pairs)]
+    return labeler.prob(judged).tolist()
+
+
+def evaluate(config: Config) -> dict[str, Any]:
+    """The numbers of the module doc as a dict (``returns``, ``head_to_head``)."""
+    import torch
+
+    from nlhf.control.labelers import make_labeler
+    from nlhf.control.rollout import episode_returns
+    from nlhf.control.routes import parse_options
+
+    torch.set_num_threads(min(torch.get_num_threads(), 2))
+    labeler = make_labeler(config.labeler, **parse_options(config.labeler_options))
+    from nlhf.control.policy import ActingPolicy
+
+    policies = [ActingPolicy.load(p) for p in config.policies]
+    returns = {
+        path: interval(episode_returns(p, config.env, config.episodes, config.seed))
+        for path, p in zip(config.policies, policies, strict=True)
+    }
+    games = []
+    for i in range(len(policies)):
+        for j in range(i + 1, len(policies)):
+            if not config.pairs:
+                continue
+            p = head_to_head(
+                policies[i], policies[j], config.env, labeler, config.pairs, config.warmup,
+                config.length, config.seed,
+            )  # fmt: skip
+            games.append({"a": config.policies[i], "b": config.policies[j], **interval(p)})
+    return {"env": config.env, "labeler": config.labeler, "returns": returns, "head_to_head": games}
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"True return on {result['env']} (mean, 95% interval, episodes):",
+        "",
+        "| policy | return | 95% interval | n |",
+        "|---|---|---|---|",
+    ]
+    for path, r in result["returns"].items():
+        lines.append(f"| {path} | {r['mean']:.1f} | {r['low']:.1f} – {r['high']:.1f} | {r['n']} |")
+    if result["head_to_head"]:
+        lines += [
+            "",
+            f"Head to head under the {result['labeler']} labeler, P(A ≻ B) from paired "
+            "continuations:",
+            "",
+            "| A | B | P(A ≻ B) | 95% interval | states |",
+            "|---|---|---|---|---|",
+        ]
+        for g in result["head_to_head"]:
+            lines.append(
+                f"| {g['a']} | {g['b']} | {g['mean']:.3f} | {g['low']:.3f} – {g['high']:.3f} "
+                f"| {g['n']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def run(config: Config) -> int:
+    require("gymnasium")
+    result = evaluate(config)
+    text = markdown(result)
+    print(text, end="")
+    if config.out:
+        atomic_write_json(Path(config.out) / "eval.json", result)
+        atomic_write_text(Path(config.out) / "eval.md", text)
+        print(f"→ {config.out}/eval.json, eval.md")
+    return 0

@@ -1,0 +1,98 @@
+"""The control commands (nlhf control train/eval/demo): a short run writes its policy, metrics
+and summary; eval writes returns with intervals and head-to-head win rates; the demo's report,
+plot and clips; without gymnasium every command fails with one line naming the extra."""
+
+import json
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("gymnasium", reason="the control extra is not installed (nlhf[control])")
+
+from nlhf import cli
+from nlhf.control import demo
+from nlhf.control.policy import ActingPolicy
+
+TINY = ["--steps", "2", "--budget", "20", "--initial", "10", "progress=false"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("train")
+    args = ["control", "train", "--route", "nlhf", "--out", str(out), *TINY]
+    args += ["--trainer", "states=2,length=10,chunk=5,fit_epochs=2"]
+    assert cli.main(args) == 0
+    return out
+
+
+def test_train_writes_the_policy_metrics_and_summary(trained, capsys):
+    assert ActingPolicy.load(trained / "policy").n_actions == 2
+    rows = [json.loads(line) for line in (trained / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and rows[-1]["labels"] == 20
+    summary = json.loads((trained / "summary.json").read_text())
+    assert summary["route"] == "nlhf" and summary["labels"] == 20 and summary["steps"] == 2
+    assert summary["wall_seconds"] > 0 and summary["agent_steps"] == 2 * 2 * 4 * 10
+
+
+def test_rlhf_route_runs_from_the_command_line(tmp_path):
+    args = ["control", "train", "--route", "rlhf", "--labeler", "mistake", "--out", str(tmp_path)]
+    args += [*TINY, "--trainer", "n_envs=2,n_steps=32,minibatches=2,segment=10,chunk=5"]
+    assert cli.main(args) == 0
+    assert json.loads((tmp_path / "summary.json").read_text())["labeler"] == "mistake"
+
+
+def test_eval_writes_returns_with_intervals_and_win_rates(trained, tmp_path):
+    policy = str(trained / "policy")
+    args = ["control", "eval", "--policies", f"{policy},{policy}", "--episodes", "4"]
+    args += ["--pairs", "4", "--warmup", "3", "--length", "10", "--out", str(tmp_path)]
+    assert cli.main(args) == 0
+    result = json.loads((tmp_path / "eval.json").read_text())
+    ret = result["returns"][policy]
+    assert ret["n"] == 4 and ret["low"] <= ret["mean"] <= ret["high"]
+    (game,) = result["head_to_head"]
+    assert game["n"] == 4 and 0.0 <= game["mean"] <= 1.0
+    assert "| P(A ≻ B) |" in (tmp_path / "eval.md").read_text()
+
+
+def test_demo_report_plot_and_clip(trained, tmp_path):
+    (tmp_path / "nlhf").mkdir()
+    (tmp_path / "nlhf" / "metrics.jsonl").write_text((trained / "metrics.jsonl").read_text())
+    demo.plot(tmp_path, ["nlhf"])
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+    gif = demo.clip(ActingPolicy.load(trained / "policy"), "CartPole-v1", 10, seed=1)
+    assert gif.startswith(b"GIF8")
+    row = {"return": {"mean": 20.0, "low": 18.0, "high": 22.0}, "labels": 20, "steps": 2}
+    text = demo.report(demo.Config(budget=20), {"nlhf": {**row, "seconds": 3.0}})
+    assert "| nlhf | 20.0 | 18.0 – 22.0 | 20 | 2 | 3 |" in text
+
+
+@pytest.mark.parametrize("command", ["train", "eval", "demo"])
+def test_without_gymnasium_each_command_names_the_extra(monkeypatch, capsys, command):
+    monkeypatch.setitem(sys.modules, "gymnasium", None)  # import gymnasium now fails
+    args = ["control", command] + (["--policies", "x"] if command == "eval" else [])
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'nlhf[control]'" in err, err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--trainer", "nope=1"], "--trainer: unknown field 'nope' for RLHFConfig"),
+        (["--labeler", "human"], "labeler=human needs db"),
+        (["--labeler-options", "mistake"], "'mistake' is not key=value"),
+    ],
+)
+def test_bad_options_are_one_line_errors(tmp_path, capsys, args, needle):
+    assert cli.main(["control", "train", "--out", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err, err

@@ -1,0 +1,143 @@
+"""The preference routes (nlhf.control.routes): segments continue in the end state and skip a
+time limit; each route lifts CartPole above its initial policy from oracle labels in seconds;
+people answer through the labeling database; a SIGKILLed run resumes bit for bit."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("gymnasium", reason="the control extra is not installed (nlhf[control])")
+
+import control_train
+from nlhf.config import ConfigError
+from nlhf.control import routes
+from nlhf.control.rollout import Episode, Rollout
+from online_harness import assert_identical, metrics, saved_tensors
+
+FAST = dict(progress=False, tensorboard=False, checkpoint_every=1000)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_windows_continue_an_ended_episode_and_skip_a_time_limit():
+    # copy 0 terminates at t=1 (episode 0, length 2); copy 1 is cut by a limit of 3 at t=2
+    dones = torch.tensor([[False, False], [True, False], [False, True], [False, False]])
+    episodes = torch.tensor([[0, 1], [0, 1], [2, 1], [2, 3]])
+    obs = torch.arange(16, dtype=torch.float32).reshape(4, 2, 2)
+    rollout = Rollout(
+        obs=obs, actions=torch.ones(4, 2, dtype=torch.long), logprobs=torch.zeros(4, 2),
+        values=torch.zeros(4, 2), rewards=torch.ones(4, 2), dones=dones, episodes=episodes,
+        next_obs=torch.zeros(2, 2), finished=[Episode(0, 0, 2.0, 2), Episode(1, 1, 3.0, 3)],
+        final_obs={(1, 0): torch.tensor([-1.0, -2.0]), (2, 1): torch.tensor([-3.0, -4.0])},
+    )  # fmt: skip
+    segments, ended = routes.windows(rollout, 3, 1, max_steps=3, copies=None)
+    # copy 0: start 0 ends at t=1 → padded; start 1 too; starts 2, 3 run past the rollout
+    # copy 1: starts 0–2 meet the time limit, start 3 runs past the end
+    assert [(s.episode, s.start) for s in segments] == [(0, 0), (0, 1)] and ended == [True, True]
+    first = segments[0]
+    np.testing.assert_array_equal(first.rewards, [1, 1, 0])
+    np.testing.assert_array_equal(first.actions, [1, 1, 0])
+    np.testing.assert_array_equal(first.obs, [[0, 1], [4, 5], [-1, -2]])
+    assert segments[1].true_return == 1.0  # one living step, then the end state
+
+
+def test_config_checks_labeling_fields_before_training():
+    with pytest.raises(ConfigError, match="chunk"):
+        routes.RLHFConfig(chunk=0)
+    with pytest.raises(ConfigError, match="needs db"):
+        routes.NLHFConfig(labeler="human")
+    with pytest.raises(Exception, match="unknown option 'nope'"):
+        routes.RLHFConfig(labeler="noisy", labeler_options=["nope=1"])
+
+
+@pytest.mark.parametrize(
+    ("config", "steps"),
+    [(routes.RLHFConfig, 20), (routes.NLHFConfig, 15)],
+    ids=["rlhf", "nlhf"],
+)
+def test_each_route_lifts_cartpole_above_the_initial_policy(tmp_path, config, steps):
+    cfg = config(out=str(tmp_path), steps=steps, budget=300, initial=100, **FAST)
+    algorithm, last = routes.train(cfg)
+    rows = metrics(tmp_path)
+    assert rows[0]["episode_return"] < 30  # the near-uniform initial policy: about 20
+    assert last["episode_return"] > 45, [r["episode_return"] for r in rows]
+    assert last["labels"] == algorithm.labelling.buffer.added >= 100
+    assert last["judge_train_accuracy"] > 0.7
+
+
+@pytest.mark.parametrize("route", ["rlhf", "nlhf"])
+def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path, route):
+    full, resumed = control_train.kill_and_resume(route, tmp_path)
+    weights = [saved_tensors(f / "policy" / "model.safetensors") for f in (full, resumed)]
+    assert_identical(*weights)
+
+    def curve(folder):
+        return [(r["step"], r["loss"], r["labels"], r["fits"]) for r in metrics(folder)]
+
+    assert curve(full) == curve(resumed) and curve(full)[-1][2] > 10  # labels came later too
+
+
+def test_human_labels_arrive_through_the_labeling_database(tmp_path):
+    from nlhf.label.store import LabelStore
+
+    db = str(tmp_path / "labels.sqlite")
+    cfg = routes.NLHFConfig(
+        out=str(tmp_path / "run"), steps=1, states=1, samples=2, opponents=1, length=8,
+        budget=4, initial=3, chunk=1, fit_epochs=1, labeler="human", db=db, human_poll=0.05,
+        human_timeout=60, **FAST,
+    )  # fmt: skip
+    stop, answered = threading.Event(), []
+
+    def person():  # answers every task it gets: the first clip is better
+        store = LabelStore(db)
+        me = store.labeler_for_name("ann")
+        while not stop.is_set():
+            job = store.next_assignment(me.id, k=1)
+            if job is None:
+                stop.wait(0.02)
+                continue
+            store.submit(me.id, job.id, "right" if job.swapped else "left", k=1)
+            answered.append(job.id)
+        store.close()
+
+    LabelStore(db).close()  # the schema exists before the person looks
+    worker = threading.Thread(target=person)
+    worker.start()
+    try:
+        algorithm, last = routes.train(cfg)
+    finally:
+        stop.set()
+        worker.join()
+    labels = algorithm.labelling.buffer.arrays["labels"]
+    assert len(labels) == last["labels"] == 4 and 1 <= len(answered) <= 4  # a pair may repeat
+    assert (labels == 1.0).all()
+
+
+@pytest.mark.slow
+def test_both_routes_solve_cartpole_within_three_minutes(tmp_path):
+    """The issue's target: a mean return ≥ 475 (of the last 20 training episodes) within 3
+    minutes of training, oracle labels; the run stops there (``target_return``), and the saved
+    policy, played afresh for 50 episodes, is far above the initial policy's ≈ 22.  (Left to
+    train on, the NLHF route did not hold 500: one run reached it and fell to 103.)"""
+    from nlhf.control.rollout import episode_returns
+
+    for config in (routes.RLHFConfig, routes.NLHFConfig):
+        out = tmp_path / config.__name__
+        cfg = config(out=str(out), steps=100_000, time_limit=3.0, target_return=475, **FAST)
+        algorithm, _ = routes.train(cfg)
+        best = max(r.get("episode_return", 0.0) for r in metrics(out))
+        final = np.mean(episode_returns(algorithm.policy, "CartPole-v1", 50, seed=1))
+        print(
+            f"{config.__name__}: window mean {best:.1f} at step {len(metrics(out))}, "
+            f"{sum(r['step_seconds'] for r in metrics(out)):.0f} s; final 50-episode {final:.1f}"
+        )
+        assert algorithm.finished and best >= 475, best
+        assert final > 200, final
