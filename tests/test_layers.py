@@ -36,6 +36,7 @@ BELOW_THE_COMMAND_LINE = (
     "eval",
     "label",
     "judge",
+    "experiment",
 )
 
 RULES = (
@@ -46,6 +47,10 @@ RULES = (
     Rule("nlhf.eval", ("nlhf.train",), "evaluation never imports training"),
     Rule("nlhf.label", ("nlhf.train",), "labeling never imports training"),
     Rule("nlhf.judge", ("nlhf.train",), "judges are checked without training"),
+    *(
+        Rule(f"nlhf.{layer}", ("nlhf.experiment", "nlhf.demo"), "experiments sit on top")
+        for layer in ("losses", "tabular", "data", "models", "train", "control", "eval", "label")
+    ),
     *(
         Rule(f"nlhf.{layer}", ("nlhf.cli",), "only the command line imports the command line")
         for layer in BELOW_THE_COMMAND_LINE
