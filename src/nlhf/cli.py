@@ -56,6 +56,17 @@ COMMANDS: dict[str, Command | Group] = {
         "The main job: RLHF-PPO against Nash-MD-PG on SmolLM2 with judges trained on IMDB "
         "labels, a tournament under VADER and the preference model, report.md.",
     ),
+    "experiment": Group(
+        "Experiments beyond the demo, each with resumable stages and a report.md.",
+        {
+            "population": Command(
+                "nlhf.experiment.run",
+                "When does NLHF beat RLHF? Annotators whose majority cycles label reference "
+                "completions; both judges, the restricted-game prediction, PPO and Nash-MD-PG "
+                "on one comparison budget (and exact-population controls), a tournament.",
+            ),
+        },
+    ),
     "train": Group(
         "Train a judge or a policy (reward and preference models; Nash-MD-PG, DPO/IPO, SFT…).",
         {

@@ -3,7 +3,8 @@
     nlhf control demo                         # 3 minutes per route, oracle labels
     nlhf control demo --minutes 1 --labeler noisy --budget 500
 
-1. three runs of ``minutes`` each into ``<out>/{ppo,rlhf,nlhf}``: PPO on the true reward (the
+1. three runs of at most ``minutes`` each (a run stops once it reaches ``target_return``) into
+   ``<out>/{ppo,rlhf,nlhf}``: PPO on the true reward (the
    reference curve), the RLHF route (reward model + PPO) and the NLHF route (preference model
    + Nash-MD-PG), both routes with the same labeler and label budget;
 2. each policy's true return over ``episodes`` episodes with a 95% interval
@@ -34,7 +35,12 @@ class Config:
     """The RLHF and NLHF routes against each other on CartPole from one label budget."""
 
     env: str = option("CartPole-v1", "gymnasium id (clips are drawn for CartPole)")
-    minutes: float = option(3.0, "training minutes of each of the three runs")
+    minutes: float = option(3.0, "training minutes of each of the three runs, at most")
+    target_return: float = option(
+        475.0,
+        "stop a run once its last 20 episodes average this (CartPole's solved; 0: train all "
+        "the minutes)",
+    )
     labeler: str = option("oracle", "labeler of both routes: oracle, a B-Pref teacher, population")
     budget: int = option(1000, "labels each route may use")
     episodes: int = option(50, "evaluation episodes per policy")
@@ -83,6 +89,7 @@ def run(config: Config) -> int:
     out = Path(config.out)
     shared = dict(
         env=config.env, seed=config.seed, steps=100_000, time_limit=config.minutes,
+        target_return=config.target_return,
         progress=config.progress, tensorboard=False,
     )  # fmt: skip
     labelled = dict(labeler=config.labeler, budget=config.budget)

@@ -1,0 +1,18 @@
+"""``nlhf experiment population``: when does NLHF beat RLHF?  A population whose majority cycles.
+
+    nlhf experiment population                  # the default run (about 30 min on 2 CPU cores)
+    nlhf experiment population --quick          # every stage at toy sizes, a few minutes
+    nlhf experiment population --out runs/x     # resume an interrupted run (Ctrl-C is safe)
+
+1. reference completions of the training prompts, labelled by the population (one annotator
+   per pair); a Bradley–Terry reward model and a pairwise preference model on those labels;
+2. the tabular prediction: the K × K game of the population's exact P on held-out prompts, its
+   regularized Nash equilibrium against the RLHF policy of the same restricted game;
+3. PPO (reward model), Nash-MD-PG (preference model) and their two exact-population controls,
+   all with the same number of judged comparisons;
+4. a tournament under the population and under each criterion alone; ``report.md``.
+
+Modules: ``config`` (options, presets, the run folder), ``analysis`` (pure numpy: cycles,
+restricted games, accuracies), ``judges`` (the exact-population judges of the controls),
+``stages``, ``report`` and ``run`` (the command).
+"""

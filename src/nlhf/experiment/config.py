@@ -1,0 +1,216 @@
+"""The options of ``nlhf experiment population``, its two size presets and its run folder.
+
+Options left at ``None`` take the preset's value (``--quick comparisons=64`` is the quick run
+with 64 judged comparisons per route).  Each route's budget is a number of judged comparisons,
+the same for all four, so the same command and seed give the same tables on any machine; the
+step counts follow from it (:meth:`Config.steps`).  The default preset's sizes were chosen by
+estimate from the demo's measured speeds on 2 CPU cores (a Nash-MD-PG step of 64 prompts × 16
+tokens about 10 s, a PPO step about 40 s, both judges on 2,000 pairs about 3 min), not from
+a measured run of this command.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from nlhf.config import option
+from nlhf.files import check_folder_option
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The knobs that set how long the experiment takes."""
+
+    train_prompts: int
+    samples: int
+    eval_prompts: int
+    eval_samples: int
+    comparisons: int
+    batch_size: int
+    max_new_tokens: int
+    judge_max_length: int
+    tournament_samples: int
+    nash_lr: float
+
+
+PRESETS = {
+    # 320 prompts × 4 completions give 1,920 labelled pairs (judges ≈ 3 min); 768 comparisons
+    # are 12 steps of 64 prompts per route: ≈ 2 min per Nash-MD-PG route, ≈ 8 min per PPO route
+    "default": Sizes(
+        train_prompts=320,
+        samples=4,
+        eval_prompts=64,
+        eval_samples=6,
+        comparisons=768,
+        batch_size=64,
+        max_new_tokens=16,
+        judge_max_length=64,
+        tournament_samples=4,
+        nash_lr=2e-3,
+    ),
+    # every stage runs; two steps per route and wide intervals
+    "quick": Sizes(
+        train_prompts=48,
+        samples=4,
+        eval_prompts=16,
+        eval_samples=4,
+        comparisons=32,
+        batch_size=16,
+        max_new_tokens=12,
+        judge_max_length=48,
+        tournament_samples=2,
+        nash_lr=5e-3,
+    ),
+}
+
+
+@dataclass
+class Config:
+    """When does NLHF beat RLHF?  Label reference completions with a population of annotators
+    whose majority can cycle, train both judges, predict the answer on the restricted game,
+    train PPO and Nash-MD-PG (and their exact-population controls) on one comparison budget,
+    run the tournament under the population and each criterion, write report.md."""
+
+    out: str = option("", "run folder (empty: runs/population-<date>-<time>); existing: resume")
+    quick: bool = option(False, "toy sizes (a few minutes): every stage runs; wide intervals")
+    population: str = option(
+        "default", "the annotators: default (positivity, brevity, vocabulary) or a YAML file"
+    )
+    policy: str = option("smollm2", "reference policy: smollm2 (embedded), a folder or hub name")
+    encoder: str = option("minilm", "encoder the judges start from: minilm (embedded), a folder")
+    seed: int = option(0, "seed of the prompts, labels, heads, sampling and training")
+    dtype: Literal["auto", "float32", "bfloat16"] = option(
+        "auto", "policy weights and the judges' autocast (auto: bfloat16 where the CPU has it)"
+    )
+    tau: float = option(
+        0.05,
+        "KL regularization τ of Nash-MD-PG and of the restricted game's prediction (the "
+        "demo's value for short CPU runs; the paper: 0.008)",
+    )
+    beta: float = option(0.125, "Nash-MD-PG mixture coefficient β (the paper's best value)")
+    lora_r: int = option(16, "LoRA rank of the policies (adapters on every linear layer)")
+    nash_lr: float | None = option(None, "AdamW learning rate of Nash-MD-PG (2e-3; quick 5e-3)")
+    ppo_lr: float = option(1e-4, "AdamW learning rate of PPO")
+    ppo_epochs: int = option(4, "PPO: passes over each rollout (2 mini-batches each)")
+    ppo_kl_coef: float = option(0.05, "PPO: initial KL coefficient (adapted towards 6 nats)")
+    pm_rank: int = option(8, "rank of the preference model's skew-symmetric interaction")
+    train_prompts: int | None = option(
+        None, "IMDB openings the judges' pairs and the policies' training use (320; quick 48)"
+    )
+    samples: int | None = option(
+        None, "reference completions per training prompt; every pair is labelled (4; quick 4)"
+    )
+    eval_prompts: int | None = option(
+        None, "held-out openings of the prediction and the tournament (64; quick 16)"
+    )
+    eval_samples: int | None = option(
+        None, "K: reference completions per held-out prompt in the restricted game (6; quick 4)"
+    )
+    comparisons: int | None = option(
+        None,
+        "judged comparisons per route: PPO scores one completion per prompt and step, "
+        "Nash-MD-PG compares one pair per prompt and step (768; quick 32)",
+    )
+    batch_size: int | None = option(None, "prompts per training step (64; quick 16)")
+    max_new_tokens: int | None = option(None, "tokens per completion everywhere (16; quick 12)")
+    judge_max_length: int | None = option(
+        None, "tokens per judged (prompt, completion) (64; quick 48)"
+    )
+    tournament_samples: int | None = option(
+        None, "tournament completions per prompt and policy (4; quick 2)"
+    )
+    progress: bool = option(True, "show progress bars")
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.beta <= 1.0:
+            raise ValueError(f"beta must lie in [0, 1], got {self.beta}")
+        for name in ("tau", "ppo_lr", "ppo_epochs", "lora_r"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("ppo_kl_coef", "pm_rank"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
+        for field in dataclasses.fields(Sizes):
+            value = getattr(self, field.name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{field.name} must be > 0, got {value}")
+        for name in ("samples", "eval_samples"):
+            value = getattr(self, name)
+            if value is not None and value < 3:
+                raise ValueError(f"{name} must be ≥ 3 so that triples exist, got {value}")
+        if self.batch_size is not None and self.batch_size % 2:
+            raise ValueError(f"batch_size must be even (PPO's mini-batches), got {self.batch_size}")
+        if self.out:
+            check_folder_option("out", self.out)
+
+    @property
+    def preset(self) -> Sizes:
+        return PRESETS["quick" if self.quick else "default"]
+
+    @property
+    def sizes(self) -> Sizes:
+        """The preset with every option the user set put in place."""
+        chosen = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(Sizes)
+            if getattr(self, f.name) is not None
+        }
+        return dataclasses.replace(self.preset, **chosen)
+
+    @property
+    def population_spec(self) -> str:
+        return f"population:{self.population}"
+
+    @property
+    def steps(self) -> int:
+        """Steps of every route: ``comparisons`` judged comparisons at one per prompt."""
+        return max(1, math.ceil(self.comparisons / self.batch_size))
+
+
+def resolved(config: Config) -> Config:
+    """``config`` with every preset-valued option filled in and ``auto`` dtype decided."""
+    from nlhf.models.policy import resolve_dtype
+
+    return dataclasses.replace(
+        config, dtype=resolve_dtype(config.dtype), **dataclasses.asdict(config.sizes)
+    )
+
+
+ROUTES = ("ppo", "nash-md", "ppo-exact", "nash-md-exact")
+"""The four trained policies: the two routes, then their exact-population controls."""
+
+ROUTE_TITLES = {
+    "ppo": "RLHF: PPO vs the learned reward model",
+    "nash-md": "NLHF: Nash-MD-PG vs the learned preference model",
+    "ppo-exact": "control: PPO vs the Bradley–Terry fit of the exact population",
+    "nash-md-exact": "control: Nash-MD-PG vs the exact population",
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where everything of one run lives."""
+
+    root: Path
+
+    config = property(lambda self: self.root / "config.yaml")
+    stages = property(lambda self: self.root / "stages.json")
+    train_prompts = property(lambda self: self.root / "data" / "train_prompts.jsonl")
+    eval_prompts = property(lambda self: self.root / "data" / "eval_prompts.jsonl")
+    completions = property(lambda self: self.root / "data" / "reference_completions.json")
+    pairs = property(lambda self: self.root / "data" / "pairs.jsonl")
+    judge_evaluation = property(lambda self: self.root / "judges" / "evaluation.json")
+    prediction = property(lambda self: self.root / "prediction.json")
+    tournament = property(lambda self: self.root / "tournament")
+    report = property(lambda self: self.root / "report.md")
+    plot = property(lambda self: self.root / "results.png")
+
+    def judge(self, kind: str) -> Path:
+        return self.root / "judges" / kind
+
+    def policy(self, route: str) -> Path:
+        return self.root / "policies" / route

@@ -1,0 +1,446 @@
+"""The stages of ``nlhf experiment population``, each one idempotent: a finished stage is
+skipped, an interrupted one starts again (the trainers continue from their checkpoints).
+
+``stages.json`` records every finished stage and its wall-clock seconds, written after the
+stage's own outputs, so "recorded" implies "complete".  :func:`route_configs` and
+:func:`judge_configs` are pure functions of the resolved config, so a test can check the
+budget arithmetic without training anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nlhf.data.prompts import PromptFields, load_prompt_texts
+from nlhf.errors import UserError
+from nlhf.eval.stats import mean_interval
+from nlhf.experiment.analysis import (
+    accuracy,
+    bradley_terry_majority,
+    criterion_shift,
+    cyclic_triples,
+    pairs_in_cycles,
+    restricted_game,
+)
+from nlhf.experiment.config import ROUTES, Config, Layout
+from nlhf.experiment.judges import (
+    AnchoredBradleyTerry,
+    CriterionJudge,
+    criterion_scores,
+    exact_matrix,
+)
+from nlhf.files import atomic_write_json, atomic_write_text
+from nlhf.models.judges.population import PopulationJudge
+
+
+class StageLog:
+    """The finished stages of a run (``stages.json``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.done: dict[str, dict[str, Any]] = json.loads(path.read_text()) if path.exists() else {}
+
+    def run(self, name: str, work: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
+        """Run ``work`` unless ``name`` is recorded as finished; record it and its seconds."""
+        if name in self.done:
+            print(f"[experiment] {name}: done in an earlier run, skipped")
+            return self.done[name]
+        print(f"[experiment] {name} …")
+        start = time.perf_counter()
+        info = work() or {}
+        self.done[name] = {"seconds": time.perf_counter() - start, **info}
+        atomic_write_json(self.path, self.done)
+        return self.done[name]
+
+
+def load_population(config: Config) -> PopulationJudge:
+    try:
+        return PopulationJudge.load(config.population)
+    except UserError:
+        raise
+    except Exception as exc:  # a criterion that cannot be built (missing judge folder, …)
+        raise UserError(f"population {config.population!r}: {exc}") from None
+
+
+def prompt_texts(path: Path) -> list[str]:
+    """The prompts of a file as the trainers and judges read them."""
+    return load_prompt_texts(PromptFields(prompts=str(path)), seed=0)
+
+
+def reference_completions(layout: Layout) -> dict[str, dict[str, list[str]]]:
+    """{"train"|"eval": {prompt: its reference completions}} from stage 2."""
+    saved = json.loads(layout.completions.read_text())
+    return {
+        part: dict(zip(saved[part]["prompts"], saved[part]["completions"], strict=True))
+        for part in ("train", "eval")
+    }
+
+
+# --------------------------------------------------------------------------- 1. data
+
+
+def prepare_prompts(config: Config, layout: Layout) -> dict[str, Any]:
+    """Disjoint IMDB review openings: training prompts (the judges' pairs and the policies'
+    training) and held-out ones (the restricted-game prediction and the tournament)."""
+    from nlhf.data.movie_reviews import review_prompts
+
+    pool = review_prompts(
+        config.train_prompts + config.eval_prompts,
+        words=PromptFields().prompt_words,
+        seed=config.seed,
+    )
+    pool[: config.eval_prompts].to_jsonl(layout.eval_prompts)
+    pool[config.eval_prompts :].to_jsonl(layout.train_prompts)
+    return {"cpus": os.cpu_count()}
+
+
+def sample_reference(config: Config, layout: Layout) -> dict[str, Any]:
+    """``samples`` reference completions of every training prompt and ``eval_samples`` of
+    every held-out one, each from its own seeded generator."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from nlhf.assets import resolve_model
+    from nlhf.eval.rollouts import Sampling, sample_policy, spec_salt
+    from nlhf.models.lm import load_causal_lm
+
+    torch.manual_seed(config.seed)
+    model, tokenizer = load_causal_lm(resolve_model(config.policy, "policy"), config.dtype)
+    parts = {
+        "train": (prompt_texts(layout.train_prompts), config.samples),
+        "eval": (prompt_texts(layout.eval_prompts), config.eval_samples),
+    }
+    total = sum(len(p) * k for p, k in parts.values())
+    bar = tqdm(total=total, desc="reference", unit="completion", disable=not config.progress)
+    saved = {}
+    for part, (prompts, k) in parts.items():
+        settings = Sampling(
+            samples_per_prompt=k,
+            max_new_tokens=config.max_new_tokens,
+            batch_size=64,
+            seed=config.seed,
+            dtype=config.dtype,
+        )
+        out = sample_policy(
+            model, tokenizer, prompts, settings, spec_salt(f"experiment:{part}"),
+            measure_kl=False, advance=bar.update,
+        )  # fmt: skip
+        saved[part] = {"prompts": prompts, "completions": out.texts}
+    bar.close()
+    atomic_write_json(layout.completions, saved)
+    return {"completions": total}
+
+
+def label_pairs(config: Config, layout: Layout) -> dict[str, Any]:
+    """Every pair of distinct, non-empty reference completions of each training prompt, one
+    annotator drawn from the population per pair; ``pairs.jsonl`` in the schema of
+    ``nlhf label export``."""
+    population = load_population(config)
+    prompts, a, b = [], [], []
+    for prompt, texts in reference_completions(layout)["train"].items():
+        for i in range(len(texts)):
+            for j in range(i + 1, len(texts)):
+                x, y = texts[i], texts[j]
+                if x.strip() and y.strip() and x.strip() != y.strip():
+                    prompts.append(prompt), a.append(x), b.append(y)
+    if len(set(prompts)) < 2:
+        raise UserError(
+            f"only {len(prompts)} distinct pairs of reference completions: too few to train "
+            "judges on (raise train_prompts or max_new_tokens)"
+        )
+    rows = population.sample_labels(prompts, a, b, random.Random(config.seed))
+    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    atomic_write_text(layout.pairs, text)
+    groups: dict[str, int] = {}
+    for row in rows:
+        groups[row["labeler"]] = groups.get(row["labeler"], 0) + 1
+    return {"pairs": len(rows), "labels_by_group": groups}
+
+
+# --------------------------------------------------------------------------- 1. judges
+
+
+def judge_configs(config: Config, layout: Layout) -> dict[str, Any]:
+    """The reward-model and preference-model configs: same labels, same held-out split."""
+    from nlhf.train import preference_model, reward_model
+
+    shared = dict(
+        data=str(layout.pairs),
+        backbone=config.encoder,
+        max_length=config.judge_max_length,
+        dtype=config.dtype,
+        seed=config.seed,
+        progress=config.progress,
+    )
+    return {
+        "reward-model": reward_model.Config(out=str(layout.judge("reward-model")), **shared),
+        "preference-model": preference_model.Config(
+            out=str(layout.judge("preference-model")), rank=config.pm_rank, **shared
+        ),
+    }
+
+
+def train_judges(config: Config, layout: Layout) -> dict[str, Any]:
+    """Both judges on ``pairs.jsonl`` (a trained judge's ``metrics.json`` means it is done)."""
+    from nlhf.train import preference_model, reward_model
+
+    runners = {"reward-model": reward_model.run, "preference-model": preference_model.run}
+    for kind, judge_config in judge_configs(config, layout).items():
+        if not (layout.judge(kind) / "metrics.json").exists():
+            runners[kind](judge_config)
+    return {}
+
+
+def _position(texts: list[str], text: str) -> int:
+    """Where ``text`` (as the pair loader read it back) is among a prompt's completions."""
+    if text in texts:
+        return texts.index(text)
+    return [t.strip() for t in texts].index(text.strip())
+
+
+def evaluate_judges(config: Config, layout: Layout) -> dict[str, Any]:
+    """Held-out accuracy of each judge against the held-out labels, against the population's
+    exact majority, and on the held-out pairs that lie in a cyclic triple of their prompt's
+    completions; beside them the exact P and its per-prompt Bradley–Terry fit."""
+    from nlhf.models.judges import JudgeOptions, load_judge
+    from nlhf.train.pairs import load_training_pairs
+
+    population = load_population(config)
+    configs = judge_configs(config, layout)
+    _, held = load_training_pairs(configs["reward-model"], config.seed)
+    train = reference_completions(layout)["train"]
+    # queried with the prompt as the policy trainers pass it (the judge trainers render it as
+    # a chat turn, "Human: …\n\nAssistant:")
+    prompts = [str(p.prompt) for p in held]
+    index, exact, fitted, majority, cyclic = [], [], [], [], []
+    games: dict[str, tuple[np.ndarray, np.ndarray, set]] = {}
+    for pair, prompt in zip(held, prompts, strict=True):
+        texts = train[prompt]
+        if prompt not in games:
+            P = exact_matrix(population, prompt, texts)
+            games[prompt] = (P, bradley_terry_majority(P), pairs_in_cycles(P))
+        P, bt, cycles = games[prompt]
+        i, j = _position(texts, pair.chosen), _position(texts, pair.rejected)
+        index.append((i, j))
+        exact.append(P[i, j])
+        fitted.append(1.0 if bt[i, j] else 0.0 if bt[j, i] else 0.5)
+        majority.append(P[i, j] > 0.5)
+        cyclic.append((min(i, j), max(i, j)) in cycles)
+    exact, majority, cyclic = np.array(exact), np.array(majority), np.array(cyclic, dtype=bool)
+    decided = exact != 0.5
+    labels = np.ones(len(held), dtype=bool)  # the chosen response is the first one
+    options = JudgeOptions(max_length=config.judge_max_length, cache=False)
+    chosen, rejected = [p.chosen for p in held], [p.rejected for p in held]
+    predictions = {}
+    for kind in configs:
+        judge = load_judge(str(layout.judge(kind) / "model"), options)
+        predictions[kind] = judge(prompts, chosen, rejected).double().numpy()
+    predictions["exact population P"] = exact
+    predictions["Bradley–Terry fit of the exact P"] = np.array(fitted)
+    rows = {}
+    for name, p in predictions.items():
+        rows[name] = {
+            "labels": accuracy(p, labels).as_dict(),
+            "majority": accuracy(p[decided], majority[decided]).as_dict(),
+            "cyclic_majority": accuracy(p[decided & cyclic], majority[decided & cyclic]).as_dict(),
+        }
+    cycles = [cyclic_triples(P) for P, _, _ in games.values()]
+    result = {
+        "held_out_pairs": len(held),
+        "held_out_prompts": len(games),
+        "pairs_in_cycles": int(cyclic.sum()),
+        "label_agrees_with_majority": accuracy(majority.astype(float), labels).as_dict(),
+        "cyclic_triples": sum(c for c, _ in cycles),
+        "triples": sum(t for _, t in cycles),
+        "judges": rows,
+    }
+    atomic_write_json(layout.judge_evaluation, result)
+    return {"pairs_in_cycles": result["pairs_in_cycles"]}
+
+
+# --------------------------------------------------------------------------- 2. prediction
+
+
+def predict(config: Config, layout: Layout) -> dict[str, Any]:
+    """The restricted game of every held-out prompt's K reference completions under the exact
+    P: P(π* ≻ π_RLHF), each against the reference, the criteria each favours; and the share of
+    cyclic triples among the training and held-out reference completions."""
+    population = load_population(config)
+    completions = reference_completions(layout)
+    vs, nash_ref, rlhf_ref, equal_kl, kls = [], [], [], [], []
+    shifts: dict[str, list[np.ndarray]] = {"nash": [], "rlhf": []}
+    counts = {"train": [0, 0, 0], "eval": [0, 0, 0]}  # cyclic triples, triples, prompts with one
+    for part, by_prompt in completions.items():
+        for prompt, texts in by_prompt.items():
+            P = exact_matrix(population, prompt, texts)
+            c, t = cyclic_triples(P)
+            counts[part] = [counts[part][0] + c, counts[part][1] + t, counts[part][2] + (c > 0)]
+            if part != "eval":
+                continue
+            try:
+                game = restricted_game(P, config.tau)
+            except RuntimeError as exc:
+                raise UserError(f"the restricted game at tau={config.tau}: {exc}") from None
+            vs.append(game.nash_vs_rlhf)
+            nash_ref.append(game.nash_vs_reference)
+            rlhf_ref.append(game.rlhf_vs_reference)
+            equal_kl.append(game.nash_vs_rlhf_equal_kl)
+            kls.append((game.nash_kl, game.rlhf_kl))
+            scores = criterion_scores(population, [prompt] * len(texts), texts)
+            shifts["nash"].append(criterion_shift(game.nash, scores))
+            shifts["rlhf"].append(criterion_shift(game.rlhf, scores))
+    unit = (0.0, 1.0)
+    groups = [g.name for g in population.groups]
+    result = {
+        "tau": config.tau,
+        "K": config.eval_samples,
+        "prompts": len(vs),
+        "nash_vs_rlhf": mean_interval(np.array(vs), bounds=unit).as_dict(),
+        "nash_vs_reference": mean_interval(np.array(nash_ref), bounds=unit).as_dict(),
+        "rlhf_vs_reference": mean_interval(np.array(rlhf_ref), bounds=unit).as_dict(),
+        "nash_vs_rlhf_equal_kl": mean_interval(np.array(equal_kl), bounds=unit).as_dict(),
+        "nash_kl": mean_interval(np.array([a for a, _ in kls])).as_dict(),
+        "rlhf_kl": mean_interval(np.array([b for _, b in kls])).as_dict(),
+        "criterion_shift": {
+            who: {
+                g: mean_interval(np.array([s[k] for s in rows])).as_dict()
+                for k, g in enumerate(groups)
+            }
+            for who, rows in shifts.items()
+        },
+        "cycles": {
+            part: {"cyclic": c, "triples": t, "prompts_with_a_cycle": n, "prompts": len(by)}
+            for (part, (c, t, n)), by in zip(counts.items(), completions.values(), strict=True)
+        },
+    }
+    atomic_write_json(layout.prediction, result)
+    return {"nash_vs_rlhf": result["nash_vs_rlhf"]["mean"]}
+
+
+# --------------------------------------------------------------------------- 3. policies
+
+
+def route_configs(config: Config, layout: Layout) -> dict[str, Any]:
+    """Each route's trainer config: the same reference, prompts, steps and prompts per step,
+    so the same number of judged comparisons (``config.steps × batch_size``)."""
+    from nlhf.train import nash_md, ppo
+
+    def fields(route: str, judge: str) -> dict[str, Any]:
+        return dict(
+            policy=config.policy,
+            lora_r=config.lora_r,
+            dtype=config.dtype,
+            prompts=str(layout.train_prompts),
+            judge=judge,
+            steps=config.steps,
+            batch_size=config.batch_size,
+            max_new_tokens=config.max_new_tokens,
+            seed=config.seed,
+            out=str(layout.policy(route)),
+            checkpoint_every=max(1, min(5, config.steps)),
+            tensorboard=False,
+            progress=config.progress,
+        )
+
+    def ppo_config(route: str, judge: str) -> Any:
+        return ppo.Config(
+            **fields(route, judge),
+            lr=config.ppo_lr,
+            ppo_epochs=config.ppo_epochs,
+            init_kl_coef=config.ppo_kl_coef,
+        )
+
+    def nash_config(route: str, judge: str) -> Any:
+        return nash_md.Config(
+            **fields(route, judge), lr=config.nash_lr, tau=config.tau, beta=config.beta
+        )
+
+    population = config.population_spec
+    return {
+        "ppo": ppo_config("ppo", str(layout.judge("reward-model") / "model")),
+        "nash-md": nash_config("nash-md", str(layout.judge("preference-model") / "model")),
+        # the judge object (AnchoredBradleyTerry) is built at training time
+        "ppo-exact": ppo_config("ppo-exact", f"bradley-terry fit of {population}"),
+        "nash-md-exact": nash_config("nash-md-exact", population),
+    }
+
+
+def train_route(config: Config, layout: Layout, route: str) -> dict[str, Any]:
+    """One route's trainer, which resumes from its own checkpoints."""
+    from nlhf.train import nash_md, ppo
+    from nlhf.train.online import Trainer
+
+    cfg = route_configs(config, layout)[route]
+    if route == "ppo-exact":
+        anchors = reference_completions(layout)["train"]
+        trainer = Trainer(cfg, judge=AnchoredBradleyTerry(load_population(config), anchors))
+        ppo.train(trainer, cfg)
+    elif route.startswith("ppo"):
+        ppo.run(cfg)
+    else:
+        nash_md.run(cfg)
+    lines = (Path(cfg.out) / "metrics.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines if line.strip()]
+    return {
+        "steps": rows[-1]["step"] if rows else 0,
+        "comparisons": len(rows) * cfg.batch_size,
+        "training_seconds": sum(r.get("step_seconds", 0.0) for r in rows),
+    }
+
+
+# --------------------------------------------------------------------------- 4. tournament
+
+
+def tournament_judges(population: PopulationJudge) -> dict[str, Any]:
+    """The population (the ground truth) and each of its groups' criteria alone."""
+    return {
+        "population": population,
+        **{f"only {g.name}": CriterionJudge(g) for g in population.groups},
+    }
+
+
+def run_tournament(config: Config, layout: Layout) -> dict[str, Any]:
+    """Reference and the four policies on the held-out prompts, every pair of samples judged."""
+    from nlhf.assets import resolve_model
+    from nlhf.eval import run_tournament as tournament
+    from nlhf.eval.rollouts import Sampling
+
+    result = tournament(
+        ["reference"] + [f"{r}={layout.policy(r) / 'policy'}" for r in ROUTES],
+        prompt_texts(layout.eval_prompts),
+        tournament_judges(load_population(config)),
+        reference=resolve_model(config.policy, "policy"),
+        sampling=Sampling(
+            samples_per_prompt=config.tournament_samples,
+            max_new_tokens=config.max_new_tokens,
+            seed=config.seed,
+            dtype=config.dtype,
+        ),
+        show_samples=3,
+        progress=config.progress,
+        out=layout.tournament,
+    )
+    return {"seconds_inside": result.seconds}
+
+
+def run_all(config: Config, layout: Layout) -> StageLog:
+    """Every stage in order; returns the stage log."""
+    log = StageLog(layout.stages)
+    log.run("prompts", lambda: prepare_prompts(config, layout))
+    log.run("reference completions", lambda: sample_reference(config, layout))
+    log.run("labels", lambda: label_pairs(config, layout))
+    log.run("judges", lambda: train_judges(config, layout))
+    log.run("judge evaluation", lambda: evaluate_judges(config, layout))
+    log.run("prediction", lambda: predict(config, layout))
+    for route in ROUTES:
+        log.run(f"train {route}", lambda r=route: train_route(config, layout, r))
+    log.run("tournament", lambda: run_tournament(config, layout))
+    return log
