@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from nlhf.models import AdapterDisabled, Policy, PolicyConfig, completion_logprobs
+from nlhf.models.lm import BASE_ADAPTER
 from nlhf.models.logprobs import position_ids_from_mask
 from nlhf.models.tiny import tiny_byte_lm, tiny_causal_lm
 
@@ -165,7 +166,7 @@ def test_lora_reference_is_the_base_model_without_a_copy(kind):
     assert not torch.allclose(policy.logprobs(ids, mask, comp, cmask).detach(), base_lp)
     # No second copy: the reference owns no tensors, and the policy's parameters are the
     # base weights plus the (small) adapter.
-    assert vars(ref) == {"peft_model": policy.model}
+    assert vars(ref) == {"peft_model": policy.model, "adapter": BASE_ADAPTER}
     base_numel = sum(p.numel() for p in original.parameters())
     storages = {p.untyped_storage().data_ptr(): p.numel() for p in policy.model.parameters()}
     lora_numel = sum(p.numel() for p in policy.trainable_parameters())
