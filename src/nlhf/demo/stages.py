@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,27 +22,7 @@ from nlhf.demo.plan import (
     tournament_entrants,
     tournament_judges,
 )
-from nlhf.files import atomic_write_json
-
-
-class StageLog:
-    """The finished stages of a run (``stages.json``)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.done: dict[str, dict[str, Any]] = json.loads(path.read_text()) if path.exists() else {}
-
-    def run(self, name: str, work: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
-        """Run ``work`` unless ``name`` is recorded as finished; record it and its seconds."""
-        if name in self.done:
-            print(f"[demo] {name}: done in an earlier run, skipped")
-            return self.done[name]
-        print(f"[demo] {name} …")
-        start = time.perf_counter()
-        info = work() or {}
-        self.done[name] = {"seconds": time.perf_counter() - start, **info}
-        atomic_write_json(self.path, self.done)
-        return self.done[name]
+from nlhf.resumable import StageLog
 
 
 def prepare_prompts(config: Config, layout: Layout) -> dict[str, Any]:
@@ -117,7 +95,7 @@ def run_tournament(config: Config, layout: Layout) -> dict[str, Any]:
 
 def run_all(config: Config, layout: Layout) -> StageLog:
     """Every stage in order; returns the stage log."""
-    log = StageLog(layout.stages)
+    log = StageLog(layout.stages, "demo")
     log.run("prompts", lambda: prepare_prompts(config, layout))
     log.run("judges", lambda: train_judges(config, layout))
     for method in methods(config, layout):

@@ -10,19 +10,16 @@ from their checkpoints) and refuses options that differ from the ones the run st
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import time
 from pathlib import Path
 from typing import Any
 
-from nlhf.config import ConfigError, load_yaml, to_dict
+from nlhf import resumable
+from nlhf.config import to_dict
 from nlhf.experiment.config import Config, Layout, resolved
 from nlhf.models.policy import resolve_dtype
 
 __all__ = ["Config", "run"]
-
-FREE_ON_RESUME = {"out", "progress"}
-"""Options that may change between an interrupted run and its resumption."""
 
 
 def default_out() -> str:
@@ -38,54 +35,13 @@ def saved_options(config: Config) -> dict[str, Any]:
 
 def start_or_resume(config: Config, layout: Layout) -> None:
     """Write ``config.yaml`` for a new run; check it against the saved one for a resumed run."""
-    import yaml
-
-    from nlhf.files import atomic_write_text
-
-    now = saved_options(config)
-    if layout.config.exists():
-        before = load_yaml(layout.config)
-        changed = [
-            f"{key}: {before.get(key)!r} then, {now[key]!r} now"
-            for key in now
-            if key not in FREE_ON_RESUME and before.get(key) != now[key]
-        ]
-        if changed:
-            raise ConfigError(
-                f"{layout.config}: this run was started with other options; resume it with the "
-                f"same ones or choose another --out ({'; '.join(changed)})"
-            )
-        print(f"[experiment] resuming {layout.root}")
-        return
-    layout.root.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(layout.config, yaml.safe_dump(now, sort_keys=False, allow_unicode=True))
-
-
-def check_models(config: Config) -> None:
-    """Stop before the first stage when ``policy`` or ``encoder`` is a missing path."""
-    from nlhf.assets import KEYWORDS, resolve_model
-
-    for value, role in ((config.policy, "policy"), (config.encoder, "encoder")):
-        if value.strip().lower() not in KEYWORDS[role]:
-            resolve_model(value, role)
+    resumable.start_or_resume(saved_options(config), layout.config, "experiment")
 
 
 def command_line(config: Config) -> str:
     """The shortest command that runs (or resumes) this resolved config."""
-    preset = dataclasses.asdict(config.preset)
     defaults = dataclasses.replace(Config(), dtype=resolve_dtype("auto"))
-    args = ["nlhf", "experiment", "population"]
-    for field in dataclasses.fields(Config):
-        value = getattr(config, field.name)
-        if field.name in FREE_ON_RESUME or value == preset.get(
-            field.name, getattr(defaults, field.name)
-        ):
-            continue
-        if isinstance(value, bool):
-            args.append(f"--{'' if value else 'no-'}{field.name.replace('_', '-')}")
-        else:
-            args.append(f"{field.name}={value}")
-    return shlex.join([*args, "--out", config.out])
+    return resumable.command_line(["nlhf", "experiment", "population"], config, defaults)
 
 
 def run(config: Config) -> int:
@@ -96,7 +52,7 @@ def run(config: Config) -> int:
 
     config = resolved(dataclasses.replace(config, out=config.out or default_out()))
     layout = Layout(Path(config.out))
-    check_models(config)
+    resumable.check_models(config)
     start_or_resume(config, layout)
     resume = command_line(config)
     torch.manual_seed(config.seed)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,26 +37,7 @@ from nlhf.experiment.judges import (
 )
 from nlhf.files import atomic_write_json, atomic_write_text
 from nlhf.models.judges.population import PopulationJudge
-
-
-class StageLog:
-    """The finished stages of a run (``stages.json``)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.done: dict[str, dict[str, Any]] = json.loads(path.read_text()) if path.exists() else {}
-
-    def run(self, name: str, work: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
-        """Run ``work`` unless ``name`` is recorded as finished; record it and its seconds."""
-        if name in self.done:
-            print(f"[experiment] {name}: done in an earlier run, skipped")
-            return self.done[name]
-        print(f"[experiment] {name} …")
-        start = time.perf_counter()
-        info = work() or {}
-        self.done[name] = {"seconds": time.perf_counter() - start, **info}
-        atomic_write_json(self.path, self.done)
-        return self.done[name]
+from nlhf.resumable import StageLog
 
 
 def load_population(config: Config) -> PopulationJudge:
@@ -433,7 +412,7 @@ def run_tournament(config: Config, layout: Layout) -> dict[str, Any]:
 
 def run_all(config: Config, layout: Layout) -> StageLog:
     """Every stage in order; returns the stage log."""
-    log = StageLog(layout.stages)
+    log = StageLog(layout.stages, "experiment")
     log.run("prompts", lambda: prepare_prompts(config, layout))
     log.run("reference completions", lambda: sample_reference(config, layout))
     log.run("labels", lambda: label_pairs(config, layout))
