@@ -19,7 +19,7 @@ import numpy as np
 
 from nlhf.demo.config import Config
 from nlhf.demo.plan import Layout, Method, methods
-from nlhf.eval.report import escape_markdown, matrix_table
+from nlhf.eval.report import completions_section, escape_markdown, matrix_table, table_row
 from nlhf.files import atomic_path, atomic_write_text
 
 JUDGE_TITLES = {
@@ -42,10 +42,6 @@ def _interval(entry: dict[str, Any], digits: int = 2) -> str:
     if low is None or high is None:
         return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
-
-
-def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -140,8 +136,10 @@ def judges_section(layout: Layout) -> list[str]:
         "(20%), accuracy with its 95% Wilson interval; *shorter preferred* is the accuracy of "
         "always picking the shorter response.",
         "",
-        _row(["judge", "train pairs", "held-out pairs", "accuracy", "ECE", "shorter preferred"]),
-        _row(["---", "---:", "---:", "---:", "---:", "---:"]),
+        table_row(
+            ["judge", "train pairs", "held-out pairs", "accuracy", "ECE", "shorter preferred"]
+        ),
+        table_row(["---", "---:", "---:", "---:", "---:", "---:"]),
     ]
     for kind, title in JUDGE_TITLES.items():
         path = layout.judge(kind) / "metrics.json"
@@ -151,7 +149,7 @@ def judges_section(layout: Layout) -> list[str]:
         h = m["held_out"]
         low, high = h["accuracy_ci95"]
         lines.append(
-            _row(
+            table_row(
                 [
                     title,
                     str(m["train_examples"]),
@@ -181,16 +179,16 @@ def training_section(
         "run (scores for PPO, pairwise comparisons for the rest). KL: the mean of Σ log π/μ "
         "over the step's samples.",
         "",
-        _row(
+        table_row(
             ["method", "steps", "judged", "minutes", "KL at the end", "training signal at the end"]
         ),
-        _row(["---", "---:", "---:", "---:", "---:", "---"]),
+        table_row(["---", "---:", "---:", "---:", "---:", "---"]),
     ]
     titles = {m.name: m.title for m in chosen}
     per_step = {m.name: m.comparisons_per_step for m in chosen}
     for name, rows in curves.items():
         if not rows:
-            lines.append(_row([titles[name], "0", "0", "0", "–", "–"]))
+            lines.append(table_row([titles[name], "0", "0", "0", "–", "–"]))
             continue
         tail = rows[-max(1, len(rows) // 10) :]
 
@@ -210,7 +208,9 @@ def training_section(
         steps = int(rows[-1]["step"])
         judged = f"{steps * per_step[name]:,}"
         lines.append(
-            _row([titles[name], str(steps), judged, f"{total:.1f}", f"{mean('kl'):.2f}", signal])
+            table_row(
+                [titles[name], str(steps), judged, f"{total:.1f}", f"{mean('kl'):.2f}", signal]
+            )
         )
     lines += [
         "",
@@ -253,7 +253,7 @@ def tournament_section(tournament: dict[str, Any]) -> list[str]:
     score_judges = [n for n, j in tournament["judges"].items() if j["kind"] == "score"]
     lines += [
         "",
-        _row(
+        table_row(
             [
                 "policy",
                 *[f"mean `{j}` score" for j in score_judges],
@@ -261,11 +261,11 @@ def tournament_section(tournament: dict[str, Any]) -> list[str]:
                 "length (tokens)",
             ]
         ),
-        _row(["---"] + ["---:"] * (len(score_judges) + 2)),
+        table_row(["---"] + ["---:"] * (len(score_judges) + 2)),
     ]
     for p in tournament["policies"]:
         lines.append(
-            _row(
+            table_row(
                 [
                     f"**{escape_markdown(p['name'])}**",
                     *[_interval(p["scores"][j], 3) for j in score_judges],
@@ -282,29 +282,6 @@ def tournament_section(tournament: dict[str, Any]) -> list[str]:
             f"{_interval(d['overall_different_winner'])} of comparisons (where a policy pleases "
             "the judge it trained on but not the other, that is reward hacking).",
         ]
-    return lines
-
-
-def samples_section(tournament: dict[str, Any]) -> list[str]:
-    policies = tournament["policies"]
-    lines = ["## 4. Completions before and after", ""]
-    for i, sample in enumerate(policies[0]["samples"]):
-        lines += [
-            f"**Prompt {i + 1}:** {escape_markdown(sample['prompt'], 300)}",
-            "",
-            _row(["policy", "completion"]),
-            _row(["---", "---"]),
-        ]
-        for p in policies:
-            lines.append(
-                _row(
-                    [
-                        f"**{escape_markdown(p['name'])}**",
-                        escape_markdown(p["samples"][i]["completion"], 300),
-                    ]
-                )
-            )
-        lines.append("")
     return lines
 
 
@@ -338,7 +315,7 @@ def build_report(config: Config, layout: Layout, command: str) -> str:
         "",
         *tournament_section(tournament),
         "",
-        *samples_section(tournament),
+        *completions_section(tournament, "## 4. Completions before and after"),
         "## 5. Configuration",
         "",
         "```yaml",

@@ -50,7 +50,8 @@ def fmt_estimate(e: Estimate | None, digits: int = 2) -> str:
     return f"{_num(e.mean, digits)} [{_num(e.low, digits)}, {_num(e.high, digits)}]"
 
 
-def _row(cells: list[str]) -> str:
+def table_row(cells: list[str]) -> str:
+    """One row of a markdown table."""
     return "| " + " | ".join(cells) + " |"
 
 
@@ -66,8 +67,8 @@ def matrix_table(
     """A k × k markdown table, each cell ``mean [low, high]``; optional last column."""
     heads = [escape_markdown(n) for n in names]
     lines = [
-        _row([corner, *heads] + ([extra[0]] if extra else [])),
-        _row(["---"] + ["---:"] * (len(names) + (1 if extra else 0))),
+        table_row([corner, *heads] + ([extra[0]] if extra else [])),
+        table_row(["---"] + ["---:"] * (len(names) + (1 if extra else 0))),
     ]
     for a in range(len(names)):
         cells = []
@@ -76,8 +77,27 @@ def matrix_table(
                 cells.append("—")
             else:
                 cells.append(fmt_estimate(Estimate(mean[a, b], low[a, b], high[a, b], 0), digits))
-        lines.append(_row([f"**{heads[a]}**", *cells] + ([extra[1][a]] if extra else [])))
+        lines.append(table_row([f"**{heads[a]}**", *cells] + ([extra[1][a]] if extra else [])))
     return "\n".join(lines)
+
+
+def completions_section(tournament: dict, heading: str) -> list[str]:
+    """Markdown: under ``heading``, each shown prompt of ``tournament.json`` with every
+    policy's completion of it, one table per prompt."""
+    policies = tournament["policies"]
+    lines = [heading, ""]
+    for i, sample in enumerate(policies[0]["samples"]):
+        lines += [
+            f"**Prompt {i + 1}:** {escape_markdown(sample['prompt'], 300)}",
+            "",
+            table_row(["policy", "completion"]),
+            table_row(["---", "---"]),
+        ]
+        for p in policies:
+            text = escape_markdown(p["samples"][i]["completion"], 300)
+            lines.append(table_row([f"**{escape_markdown(p['name'])}**", text]))
+        lines.append("")
+    return lines
 
 
 def markdown_report(result) -> str:
@@ -153,10 +173,10 @@ def markdown_report(result) -> str:
         "length (tokens)",
         "characters",
     ]
-    lines += [_row(heads), _row(["---", "---"] + ["---:"] * (len(heads) - 2))]
+    lines += [table_row(heads), table_row(["---", "---"] + ["---:"] * (len(heads) - 2))]
     for p in result.policies:
         lines.append(
-            _row(
+            table_row(
                 [
                     f"**{escape_markdown(p.name)}**",
                     p.kind,
@@ -193,9 +213,9 @@ def markdown_report(result) -> str:
             "",
             "Fraction of comparisons with different winners:",
             "",
-            _row(["pair", *[escape_markdown(n) for n in names]]),
-            _row(["---"] + ["---:"] * k),
-            *[_row([f"**{escape_markdown(names[a])}**", *winners[a]]) for a in range(k)],
+            table_row(["pair", *[escape_markdown(n) for n in names]]),
+            table_row(["---"] + ["---:"] * k),
+            *[table_row([f"**{escape_markdown(names[a])}**", *winners[a]]) for a in range(k)],
         ]
 
     shown = len(result.policies[0].samples) if result.policies else 0
@@ -212,12 +232,12 @@ def markdown_report(result) -> str:
                 "",
                 f"**Prompt {i + 1}:** {escape_markdown(prompt, 500)}",
                 "",
-                _row(["policy", "completion"]),
-                _row(["---", "---"]),
+                table_row(["policy", "completion"]),
+                table_row(["---", "---"]),
             ]
             for p in result.policies:
                 lines.append(
-                    _row(
+                    table_row(
                         [
                             f"**{escape_markdown(p.name)}**",
                             escape_markdown(p.samples[i]["completion"], 500),

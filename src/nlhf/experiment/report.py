@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from nlhf.eval.report import escape_markdown, matrix_table
+from nlhf.eval.report import completions_section, escape_markdown, matrix_table, table_row
 from nlhf.experiment.config import ROUTE_TITLES, ROUTES, Config, Layout
 from nlhf.files import atomic_path, atomic_write_text
 
@@ -32,10 +32,6 @@ def read_metrics(path: Path) -> list[dict[str, float]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
 
 
 def interval(entry: dict[str, Any] | None, digits: int = 2) -> str:
@@ -202,14 +198,14 @@ def population_section(config: Config, layout: Layout) -> list[str]:
         "σ((s(y) − s(y′))/T); the population's P is the weighted mean over groups, and each "
         "label comes from one annotator drawn by weight.",
         "",
-        _row(["group", "criterion", "weight", "temperature T"]),
-        _row(["---", "---", "---:", "---:"]),
+        table_row(["group", "criterion", "weight", "temperature T"]),
+        table_row(["---", "---", "---:", "---:"]),
     ]
     for g in saved["groups"]:
         name = str(g["criterion"])
         described = f"{name}: {CRITERIA[name][1]}" if name in CRITERIA else name
         lines.append(
-            _row(
+            table_row(
                 [
                     escape_markdown(str(g.get("name", name))),
                     escape_markdown(described),
@@ -223,14 +219,14 @@ def population_section(config: Config, layout: Layout) -> list[str]:
         "Cyclic (intransitive) triples of reference completions under the population's exact "
         "majority, over all triples of each prompt's completions:",
         "",
-        _row(["completions", "prompts", "cyclic triples", "share", "prompts with a cycle"]),
-        _row(["---", "---:", "---:", "---:", "---:"]),
+        table_row(["completions", "prompts", "cyclic triples", "share", "prompts with a cycle"]),
+        table_row(["---", "---:", "---:", "---:", "---:"]),
     ]
     for part, k in (("train", config.samples), ("eval", config.eval_samples)):
         c = cycles[part]
         share = c["cyclic"] / c["triples"] if c["triples"] else math.nan
         lines.append(
-            _row(
+            table_row(
                 [
                     f"{'training' if part == 'train' else 'held-out'} (K = {k})",
                     str(c["prompts"]),
@@ -263,13 +259,13 @@ def judges_section(layout: Layout) -> list[str]:
         "model can do). The learned judges are queried with the prompt as the policy trainers "
         'pass it; their trainers saw it rendered as a chat turn ("Human: …").',
         "",
-        _row(["judge", "vs held-out labels", "vs exact majority", "cyclic pairs vs majority"]),
-        _row(["---", "---:", "---:", "---:"]),
+        table_row(["judge", "vs held-out labels", "vs exact majority", "cyclic pairs vs majority"]),
+        table_row(["---", "---:", "---:", "---:"]),
     ]
     titles = {"reward-model": "Bradley–Terry reward model", "preference-model": "preference model"}
     for name, row in e["judges"].items():
         lines.append(
-            _row(
+            table_row(
                 [
                     titles.get(name, name),
                     interval(row["labels"], 3),
@@ -293,14 +289,14 @@ def prediction_section(config: Config, layout: Layout) -> list[str]:
         "restricted game ignores what training can reach beyond the K completions, and its τ "
         "acts on K items rather than on sequences: it predicts a direction, not a number.",
         "",
-        _row(["quantity", "estimate"]),
-        _row(["---", "---:"]),
-        _row(["P(π* ≻ π_RLHF)", interval(p["nash_vs_rlhf"], 3)]),
-        _row(["P(π* ≻ μ)", interval(p["nash_vs_reference"], 3)]),
-        _row(["P(π_RLHF ≻ μ)", interval(p["rlhf_vs_reference"], 3)]),
-        _row(["KL(π*‖μ) (nats)", interval(p["nash_kl"], 3)]),
-        _row(["KL(π_RLHF‖μ) (nats)", interval(p["rlhf_kl"], 3)]),
-        _row(["P(π* ≻ π_RLHF at the KL of π*)", interval(p["nash_vs_rlhf_equal_kl"], 3)]),
+        table_row(["quantity", "estimate"]),
+        table_row(["---", "---:"]),
+        table_row(["P(π* ≻ π_RLHF)", interval(p["nash_vs_rlhf"], 3)]),
+        table_row(["P(π* ≻ μ)", interval(p["nash_vs_reference"], 3)]),
+        table_row(["P(π_RLHF ≻ μ)", interval(p["rlhf_vs_reference"], 3)]),
+        table_row(["KL(π*‖μ) (nats)", interval(p["nash_kl"], 3)]),
+        table_row(["KL(π_RLHF‖μ) (nats)", interval(p["rlhf_kl"], 3)]),
+        table_row(["P(π* ≻ π_RLHF at the KL of π*)", interval(p["nash_vs_rlhf_equal_kl"], 3)]),
         "",
         "The Bradley–Terry reward is in log-odds units and P(y ≻ π) − ½ in probability units, "
         "so at one τ the RLHF optimum is sharper (further from μ) than π*; the last row compares "
@@ -308,13 +304,15 @@ def prediction_section(config: Config, layout: Layout) -> list[str]:
         "",
         "Which criterion each policy favours: E_π[s] − mean over the K completions of s.",
         "",
-        _row(["criterion of group", "π*", "π_RLHF"]),
-        _row(["---", "---:", "---:"]),
+        table_row(["criterion of group", "π*", "π_RLHF"]),
+        table_row(["---", "---:", "---:"]),
     ]
     shift = p["criterion_shift"]
     for g in shift["nash"]:
         lines.append(
-            _row([escape_markdown(g), interval(shift["nash"][g], 3), interval(shift["rlhf"][g], 3)])
+            table_row(
+                [escape_markdown(g), interval(shift["nash"][g], 3), interval(shift["rlhf"][g], 3)]
+            )
         )
     return lines
 
@@ -331,14 +329,16 @@ def training_section(
         "per prompt). *Training*: the steps' own seconds; *stage*: with loading and saving. "
         "Values at the end: the mean over the last 10% of steps.",
         "",
-        _row(["route", "steps", "judged", "training min", "stage min", "KL at the end", "signal"]),
-        _row(["---", "---:", "---:", "---:", "---:", "---:", "---"]),
+        table_row(
+            ["route", "steps", "judged", "training min", "stage min", "KL at the end", "signal"]
+        ),
+        table_row(["---", "---:", "---:", "---:", "---:", "---:", "---"]),
     ]
     for route in ROUTES:
         rows = curves[route]
         stage = stages.get(f"train {route}", {})
         if not rows:
-            lines.append(_row([ROUTE_TITLES[route], "0", "0", "–", "–", "–", "–"]))
+            lines.append(table_row([ROUTE_TITLES[route], "0", "0", "–", "–", "–", "–"]))
             continue
         tail = rows[-max(1, len(rows) // 10) :]
 
@@ -351,7 +351,7 @@ def training_section(
             else f"P(y ≻ y′) {mean('win_rate'):.3f}"
         )
         lines.append(
-            _row(
+            table_row(
                 [
                     ROUTE_TITLES[route],
                     str(int(rows[-1]["step"])),
@@ -403,8 +403,8 @@ def tournament_section(tournament: dict[str, Any]) -> list[str]:
         "Mean criterion score of each policy's completions (its change from the reference in "
         "parentheses), KL to the reference and length:",
         "",
-        _row(["policy", *[f"`{c}`" for c in criteria], "KL to reference", "length (tokens)"]),
-        _row(["---"] + ["---:"] * (len(criteria) + 2)),
+        table_row(["policy", *[f"`{c}`" for c in criteria], "KL to reference", "length (tokens)"]),
+        table_row(["---"] + ["---:"] * (len(criteria) + 2)),
     ]
     for p in tournament["policies"]:
         cells = []
@@ -412,7 +412,7 @@ def tournament_section(tournament: dict[str, Any]) -> list[str]:
             gain = p["scores"][c]["mean"] - reference[c]["mean"]
             cells.append(f"{interval(p['scores'][c], 3)} ({gain:+.3f})")
         lines.append(
-            _row(
+            table_row(
                 [
                     f"**{escape_markdown(p['name'])}**",
                     *cells,
@@ -428,23 +428,6 @@ def tournament_section(tournament: dict[str, Any]) -> list[str]:
         "",
         *equilibrium_check(tournament),
     ]
-    return lines
-
-
-def samples_section(tournament: dict[str, Any]) -> list[str]:
-    policies = tournament["policies"]
-    lines = ["## 6. Completions", ""]
-    for i, sample in enumerate(policies[0]["samples"]):
-        lines += [
-            f"**Prompt {i + 1}:** {escape_markdown(sample['prompt'], 300)}",
-            "",
-            _row(["policy", "completion"]),
-            _row(["---", "---"]),
-        ]
-        for p in policies:
-            text = escape_markdown(p["samples"][i]["completion"], 300)
-            lines.append(_row([f"**{escape_markdown(p['name'])}**", text]))
-        lines.append("")
     return lines
 
 
@@ -487,7 +470,7 @@ def build_report(config: Config, layout: Layout, command: str) -> str:
         "",
         *tournament_section(tournament),
         "",
-        *samples_section(tournament),
+        *completions_section(tournament, "## 6. Completions"),
         "## 7. Configuration",
         "",
         "```yaml",

@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from nlhf.eval.report import escape_markdown
+from nlhf.eval.report import escape_markdown, table_row
 from nlhf.files import atomic_write_json, atomic_write_text
 
 CELL = 120
@@ -51,10 +51,6 @@ def cell(metrics: dict[str, Any], key: str) -> str:
     return _num(value, 1 if key == "seconds" else 3)
 
 
-def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
-
-
 def markdown_report(result: dict[str, Any]) -> str:
     judges = result["judges"]
     names = [escape_markdown(j["spec"]) for j in judges]
@@ -64,9 +60,9 @@ def markdown_report(result: dict[str, Any]) -> str:
         f"{result['pairs']} preference pairs of `{result['data']}` (seed {result['seed']}), "
         f"{len(judges)} judge{'s' if len(judges) > 1 else ''}, {result['seconds']:.1f} s.",
         "",
-        _row(["", *names]),
-        _row(["---", *["---:"] * len(judges)]),
-        *(_row([label, *(cell(j, key) for j in judges)]) for label, key in ROWS),
+        table_row(["", *names]),
+        table_row(["---", *["---:"] * len(judges)]),
+        *(table_row([label, *(cell(j, key) for j in judges)]) for label, key in ROWS),
         "",
         f'Length baseline: "the longer response wins" (characters) agrees with the labels '
         f"in {result['labels_longer']:.3f} of the pairs (ties ½).  A judge that picks the "
@@ -90,15 +86,15 @@ def markdown_report(result: dict[str, Any]) -> str:
                 f"The {len(shown)} pairs where they pick differently and their "
                 "probabilities differ most:",
                 "",
-                _row(["pair", "prompt", "chosen", "rejected", *(f"P ({n})" for n in names)]),
-                _row(["---:", "---", "---", "---", "---:", "---:"]),
+                table_row(["pair", "prompt", "chosen", "rejected", *(f"P ({n})" for n in names)]),
+                table_row(["---:", "---", "---", "---", "---:", "---:"]),
             ]
             for row in shown:
                 prompt = row["prompt"]  # its end: the turn being answered
                 prompt = "…" + prompt[-CELL:] if len(prompt) > CELL else prompt
                 texts = [escape_markdown(prompt)]
                 texts += [escape_markdown(row[k], CELL) for k in ("chosen", "rejected")]
-                lines.append(_row([str(row["pair"]), *texts, *(_num(x) for x in row["p"])]))
+                lines.append(table_row([str(row["pair"]), *texts, *(_num(x) for x in row["p"])]))
     lines += [
         "",
         "P(chosen ≻ rejected) is the judge's probability that the labelled winner wins.  "
