@@ -3,8 +3,10 @@ and summary; eval writes returns with intervals and head-to-head win rates; the 
 plot and clips; without gymnasium every command fails with one line naming the extra."""
 
 import json
+import shutil
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -51,8 +53,9 @@ def test_rlhf_route_runs_from_the_command_line(tmp_path):
 
 
 def test_eval_writes_returns_with_intervals_and_win_rates(trained, tmp_path):
-    policy = str(trained / "policy")
-    args = ["control", "eval", "--policies", f"{policy},{policy}", "--episodes", "4"]
+    policy, twin = str(trained / "policy"), str(tmp_path / "twin")
+    shutil.copytree(policy, twin)  # the same weights under a second name
+    args = ["control", "eval", "--policies", f"{policy},{twin}", "--episodes", "4"]
     args += ["--pairs", "4", "--warmup", "3", "--length", "10", "--out", str(tmp_path)]
     assert cli.main(args) == 0
     result = json.loads((tmp_path / "eval.json").read_text())
@@ -61,6 +64,28 @@ def test_eval_writes_returns_with_intervals_and_win_rates(trained, tmp_path):
     (game,) = result["head_to_head"]
     assert game["n"] == 4 and 0.0 <= game["mean"] <= 1.0
     assert "| P(A ≻ B) |" in (tmp_path / "eval.md").read_text()
+    assert (tmp_path / "heatmap.png").stat().st_size > 1000
+
+
+def test_the_head_to_head_matrix_mirrors_each_game():
+    from nlhf.control.eval_cli import markdown, short_names, win_matrix
+
+    paths = ["runs/a/rlhf/policy", "runs/a/nlhf/policy", "runs/ppo"]
+    assert short_names(paths) == ["rlhf", "nlhf", "ppo"]
+    assert short_names(["x/policy", "y/x/policy"]) == ["x/policy", "y/x/policy"]  # clash
+    games = [
+        {"a": paths[0], "b": paths[1], "mean": 0.7, "low": 0.6, "high": 0.8, "n": 9},
+        {"a": paths[0], "b": paths[2], "mean": 0.4, "low": 0.3, "high": 0.5, "n": 9},
+        {"a": paths[1], "b": paths[2], "mean": 0.5, "low": 0.45, "high": 0.55, "n": 9},
+    ]
+    ret = {"mean": 1.0, "low": 1.0, "high": 1.0, "n": 1}
+    result = {"env": "e", "labeler": "oracle", "names": short_names(paths),
+              "returns": dict.fromkeys(paths, ret), "head_to_head": games}  # fmt: skip
+    mean, low, high = win_matrix(result)
+    np.testing.assert_allclose(mean + mean.T, 1.0)
+    assert (mean[1, 0], low[1, 0], high[1, 0]) == pytest.approx((0.3, 0.2, 0.4))
+    assert np.isnan(low[0, 0]) and mean[2, 2] == 0.5
+    assert "| **rlhf** | — | 0.700 [0.600, 0.800] | 0.400 [0.300, 0.500] |" in markdown(result)
 
 
 def test_demo_report_plot_and_clip(trained, tmp_path):
@@ -96,3 +121,9 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys, args, needle):
     assert cli.main(["control", "train", "--out", str(tmp_path), *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err, err
+
+
+def test_eval_refuses_a_policy_given_twice(capsys):
+    assert cli.main(["control", "eval", "--policies", "a/policy,b,a/policy"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "policies: a/policy is given twice" in err, err

@@ -19,8 +19,9 @@ from nlhf.experiment.analysis import (
     population_matrix,
     restricted_game,
 )
-from nlhf.experiment.config import ROUTES, Config, Layout, resolved
+from nlhf.experiment.config import POLICIES, ROUTES, TIMED, Config, Layout, resolved
 from nlhf.experiment.judges import AnchoredBradleyTerry, CriterionJudge, exact_matrix
+from nlhf.experiment.stages import timed_steps
 from nlhf.models.judges.population import Group, PopulationJudge
 
 # x ≻ y ≻ z ≻ x, each by 2/3: the three rotations of one ranking, one group each
@@ -142,6 +143,20 @@ def test_every_route_gets_the_same_judged_comparisons(tmp_path):
     assert quick.steps * quick.batch_size >= quick.comparisons
 
 
+def test_the_equal_time_route_takes_the_steps_that_fit_in_ppos_training_time():
+    def stages(ppo_seconds: float, nash_seconds: float, nash_steps: int = 12) -> dict:
+        return {
+            "train ppo": {"steps": 12, "training_seconds": ppo_seconds},
+            "train nash-md": {"steps": nash_steps, "training_seconds": nash_seconds},
+        }
+
+    assert timed_steps(stages(480.0, 120.0)) == 48  # 10 s per Nash-MD-PG step
+    assert timed_steps(stages(100.0, 120.0)) == 10
+    assert timed_steps(stages(0.1, 120.0)) == 1  # at least one step
+    assert timed_steps(stages(1e6, 120.0)) == 8 * 12  # at most 8 × the Nash-MD-PG route's
+    assert timed_steps(stages(5.0, 0.0)) == 12  # no measured time: the route's own steps
+
+
 def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="so that triples exist"):
         Config(samples=2)
@@ -200,9 +215,12 @@ def test_the_whole_experiment_runs_on_tiny_models_and_resumes(tmp_path, tiny_mod
     assert main(argv) == 0
     stages = json.loads((out / "stages.json").read_text())
     expected = ["prompts", "reference completions", "labels", "judges", "judge evaluation",
-                "prediction", *[f"train {r}" for r in ROUTES], "tournament"]  # fmt: skip
+                "prediction", *[f"train {r}" for r in POLICIES], "tournament"]  # fmt: skip
     assert list(stages) == expected
     assert all(stages[f"train {r}"]["comparisons"] == 4 for r in ROUTES)
+    timed = stages[f"train {TIMED}"]  # the equal-time route: its steps follow PPO's seconds
+    assert timed["steps"] == timed_steps(stages) >= 1
+    assert "At equal wall-clock time" in (out / "report.md").read_text()
     rows = [json.loads(line) for line in (out / "data" / "pairs.jsonl").read_text().splitlines()]
     assert rows and {"prompt", "chosen", "rejected", "labeler"} <= set(rows[0])
     evaluation = json.loads((out / "judges" / "evaluation.json").read_text())

@@ -10,7 +10,9 @@
    A continues on one and B on the other for ``length`` steps (an episode end continues in the
    end state with reward 0, as the routes' segments); the labeler's P(A's segment ≻ B's)
    averaged over the states, with a 95% interval;
-3. the table is printed; ``--out`` also writes ``eval.json`` and ``eval.md``.
+3. the tables are printed (the head-to-head also as the tournament's k × k matrix of
+   P(row ≻ column)); ``--out`` also writes ``eval.json``, ``eval.md`` and ``heatmap.png``
+   (the language-model tournament's heat map).
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class Config:
     def __post_init__(self) -> None:
         if not self.policies:
             raise ConfigError("policies: give at least one policy folder")
+        twice = sorted({p for p in self.policies if self.policies.count(p) > 1})
+        if twice:
+            raise ConfigError(f"policies: {twice[0]} is given twice")
         for name in ("episodes", "length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -130,7 +135,45 @@ def evaluate(config: Config) -> dict[str, Any]:
                 config.length, config.seed,
             )  # fmt: skip
             games.append({"a": config.policies[i], "b": config.policies[j], **interval(p)})
-    return {"env": config.env, "labeler": config.labeler, "returns": returns, "head_to_head": games}
+    return {
+        "env": config.env,
+        "labeler": config.labeler,
+        "names": short_names(config.policies),
+        "returns": returns,
+        "head_to_head": games,
+    }
+
+
+def short_names(paths: list[str]) -> list[str]:
+    """``runs/x/rlhf/policy`` → ``rlhf`` (a folder's own name otherwise); the paths themselves
+    when two short names would clash."""
+    names = [Path(p).parent.name if Path(p).name == "policy" else Path(p).name for p in paths]
+    return names if len(set(names)) == len(names) else list(paths)
+
+
+def win_matrix(result: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, low, high) k × k of P(row ≻ column) from the pairwise games (½ on the diagonal,
+    1 − P and the mirrored interval below it)."""
+    paths = list(result["returns"])
+    k = len(paths)
+    mean, low, high = np.full((k, k), 0.5), np.full((k, k), np.nan), np.full((k, k), np.nan)
+    for g in result["head_to_head"]:
+        a, b = paths.index(g["a"]), paths.index(g["b"])
+        mean[a, b], low[a, b], high[a, b] = g["mean"], g["low"], g["high"]
+        mean[b, a], low[b, a], high[b, a] = 1 - g["mean"], 1 - g["high"], 1 - g["low"]
+    return mean, low, high
+
+
+def plot(result: dict[str, Any], path: Path) -> Path:
+    """The head-to-head matrix as the language-model tournament draws it."""
+    from types import SimpleNamespace
+
+    from nlhf.eval.report import plot_heatmap
+
+    mean, low, high = win_matrix(result)
+    rates = SimpleNamespace(mean=mean, low=low, high=high)
+    view = SimpleNamespace(names=result["names"], win_rates={result["labeler"]: rates})
+    return plot_heatmap(view, path)
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -156,6 +199,11 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {g['a']} | {g['b']} | {g['mean']:.3f} | {g['low']:.3f} – {g['high']:.3f} "
                 f"| {g['n']} |"
             )
+        if len(result["returns"]) > 2:
+            from nlhf.eval.report import matrix_table
+
+            table = matrix_table(result["names"], *win_matrix(result), "P(row ≻ col)", digits=3)
+            lines += ["", table]
     return "\n".join(lines) + "\n"
 
 
@@ -167,5 +215,9 @@ def run(config: Config) -> int:
     if config.out:
         atomic_write_json(Path(config.out) / "eval.json", result)
         atomic_write_text(Path(config.out) / "eval.md", text)
-        print(f"→ {config.out}/eval.json, eval.md")
+        written = "eval.json, eval.md"
+        if result["head_to_head"]:
+            plot(result, Path(config.out) / "heatmap.png")
+            written += ", heatmap.png"
+        print(f"→ {config.out}/{written}")
     return 0

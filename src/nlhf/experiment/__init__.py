@@ -9,7 +9,8 @@
 2. the tabular prediction: the K × K game of the population's exact P on held-out prompts, its
    regularized Nash equilibrium against the RLHF policy of the same restricted game;
 3. PPO (reward model), Nash-MD-PG (preference model) and their two exact-population controls,
-   all with the same number of judged comparisons;
+   all with the same number of judged comparisons, and Nash-MD-PG once more for as many
+   steps as fit in PPO's training time (the equal wall-clock comparison);
 4. a tournament under the population and under each criterion alone; ``report.md``.
 
 Modules: ``config`` (options, presets, the run folder), ``analysis`` (pure numpy: cycles,

@@ -181,13 +181,22 @@ def resolved(config: Config) -> Config:
 
 
 ROUTES = ("ppo", "nash-md", "ppo-exact", "nash-md-exact")
-"""The four trained policies: the two routes, then their exact-population controls."""
+"""The four routes at one comparison budget: the two routes, then their exact-population
+controls."""
+
+TIMED = "nash-md-time"
+"""The fifth policy: Nash-MD-PG against the learned preference model for as many steps as fit
+in PPO's training time on this machine (the equal wall-clock comparison)."""
+
+POLICIES = (*ROUTES, TIMED)
+"""Every trained policy, in the tournament's order after the reference."""
 
 ROUTE_TITLES = {
     "ppo": "RLHF: PPO vs the learned reward model",
     "nash-md": "NLHF: Nash-MD-PG vs the learned preference model",
     "ppo-exact": "control: PPO vs the Bradley–Terry fit of the exact population",
     "nash-md-exact": "control: Nash-MD-PG vs the exact population",
+    TIMED: "NLHF in PPO's time: Nash-MD-PG vs the learned preference model",
 }
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from nlhf.eval.report import completions_section, escape_markdown, matrix_table, table_row
-from nlhf.experiment.config import ROUTE_TITLES, ROUTES, Config, Layout
+from nlhf.experiment.config import POLICIES, ROUTE_TITLES, TIMED, Config, Layout
 from nlhf.files import atomic_path, atomic_write_text
 
 INDEPENDENT_CYCLES = 12 / 216
@@ -117,6 +117,9 @@ def verdict_lines(config: Config, layout: Layout, tournament: dict[str, Any]) ->
     return [
         "- Under the population (the ground truth): "
         + verdict(compare(tournament, "population", "nash-md", "ppo"), "nash-md", "ppo"),
+        f"- At equal wall-clock time ({TIMED}: Nash-MD-PG for as many steps as fit in PPO's "
+        "training time), under the population: "
+        + verdict(compare(tournament, "population", TIMED, "ppo"), TIMED, "ppo"),
         "- The controls, under the population: "
         + verdict(
             compare(tournament, "population", "nash-md-exact", "ppo-exact"),
@@ -163,7 +166,11 @@ def plot(
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
-    bars = [(r, "reference") for r in ROUTES] + [("nash-md", "ppo"), ("nash-md-exact", "ppo-exact")]
+    bars = [(r, "reference") for r in POLICIES] + [
+        ("nash-md", "ppo"),
+        ("nash-md-exact", "ppo-exact"),
+        (TIMED, "ppo"),
+    ]
     means, errors = [], [[], []]
     for row, col in bars:
         e = compare(tournament, "population", row, col)
@@ -334,7 +341,7 @@ def training_section(
         ),
         table_row(["---", "---:", "---:", "---:", "---:", "---:", "---"]),
     ]
-    for route in ROUTES:
+    for route in POLICIES:
         rows = curves[route]
         stage = stages.get(f"train {route}", {})
         if not rows:
@@ -365,8 +372,11 @@ def training_section(
         )
     lines += [
         "",
-        "The comparison is at equal judged comparisons, not equal time: the minutes above say "
-        "what each route cost.",
+        "The first four rows are at equal judged comparisons, not equal time: the minutes say "
+        f"what each route cost. The last ({TIMED}) is the equal-time comparison: Nash-MD-PG "
+        "against the learned preference model for as many steps as fit in PPO's training "
+        "minutes at the Nash-MD-PG route's measured seconds per step, so its step count "
+        "depends on the machine.",
         "",
         "![results](results.png)",
     ]
@@ -441,7 +451,7 @@ def build_report(config: Config, layout: Layout, command: str) -> str:
     """The markdown of ``report.md`` from the run folder of the (resolved) ``config``."""
     stages = json.loads(layout.stages.read_text()) if layout.stages.exists() else {}
     tournament = json.loads((layout.tournament / "tournament.json").read_text())
-    curves = {r: read_metrics(layout.policy(r) / "metrics.jsonl") for r in ROUTES}
+    curves = {r: read_metrics(layout.policy(r) / "metrics.jsonl") for r in POLICIES}
     predicted = json.loads(layout.prediction.read_text())["nash_vs_rlhf"]
     plot(curves, config.batch_size, tournament, predicted, layout.plot)
     total = sum(s["seconds"] for s in stages.values()) / 60.0

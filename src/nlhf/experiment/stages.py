@@ -28,7 +28,7 @@ from nlhf.experiment.analysis import (
     pairs_in_cycles,
     restricted_game,
 )
-from nlhf.experiment.config import ROUTES, Config, Layout
+from nlhf.experiment.config import POLICIES, TIMED, Config, Layout
 from nlhf.experiment.judges import (
     AnchoredBradleyTerry,
     CriterionJudge,
@@ -352,12 +352,34 @@ def route_configs(config: Config, layout: Layout) -> dict[str, Any]:
     }
 
 
+MAX_TIMED_FACTOR = 8
+"""The equal-time route takes at most this many times the Nash-MD-PG route's steps."""
+
+
+def timed_steps(stages: dict[str, Any]) -> int:
+    """Nash-MD-PG steps that fit in PPO's training seconds, at the Nash-MD-PG route's measured
+    seconds per step (both read from the finished stages, so a resumed run keeps the count)."""
+    ppo, nash = stages["train ppo"], stages["train nash-md"]
+    per_step = nash["training_seconds"] / max(1, nash["steps"])
+    steps = round(ppo["training_seconds"] / per_step) if per_step > 0 else nash["steps"]
+    return int(min(max(1, steps), MAX_TIMED_FACTOR * max(1, nash["steps"])))
+
+
+def timed_config(config: Config, layout: Layout) -> Any:
+    """The Nash-MD-PG route's config with the equal-time step count and its own folder."""
+    import dataclasses
+
+    stages = json.loads(layout.stages.read_text())
+    cfg = route_configs(config, layout)["nash-md"]
+    return dataclasses.replace(cfg, steps=timed_steps(stages), out=str(layout.policy(TIMED)))
+
+
 def train_route(config: Config, layout: Layout, route: str) -> dict[str, Any]:
     """One route's trainer, which resumes from its own checkpoints."""
     from nlhf.train import nash_md, ppo
     from nlhf.train.online import Trainer
 
-    cfg = route_configs(config, layout)[route]
+    cfg = timed_config(config, layout) if route == TIMED else route_configs(config, layout)[route]
     if route == "ppo-exact":
         anchors = reference_completions(layout)["train"]
         trainer = Trainer(cfg, judge=AnchoredBradleyTerry(load_population(config), anchors))
@@ -387,13 +409,13 @@ def tournament_judges(population: PopulationJudge) -> dict[str, Any]:
 
 
 def run_tournament(config: Config, layout: Layout) -> dict[str, Any]:
-    """Reference and the four policies on the held-out prompts, every pair of samples judged."""
+    """Reference and the five policies on the held-out prompts, every pair of samples judged."""
     from nlhf.assets import resolve_model
     from nlhf.eval import run_tournament as tournament
     from nlhf.eval.rollouts import Sampling
 
     result = tournament(
-        ["reference"] + [f"{r}={layout.policy(r) / 'policy'}" for r in ROUTES],
+        ["reference"] + [f"{r}={layout.policy(r) / 'policy'}" for r in POLICIES],
         prompt_texts(layout.eval_prompts),
         tournament_judges(load_population(config)),
         reference=resolve_model(config.policy, "policy"),
@@ -419,7 +441,7 @@ def run_all(config: Config, layout: Layout) -> StageLog:
     log.run("judges", lambda: train_judges(config, layout))
     log.run("judge evaluation", lambda: evaluate_judges(config, layout))
     log.run("prediction", lambda: predict(config, layout))
-    for route in ROUTES:
+    for route in POLICIES:
         log.run(f"train {route}", lambda r=route: train_route(config, layout, r))
     log.run("tournament", lambda: run_tournament(config, layout))
     return log
