@@ -96,8 +96,13 @@ def test_demo_report_plot_and_clip(trained, tmp_path):
     gif = demo.clip(ActingPolicy.load(trained / "policy"), "CartPole-v1", 10, seed=1)
     assert gif.startswith(b"GIF8")
     row = {"return": {"mean": 20.0, "low": 18.0, "high": 22.0}, "labels": 20, "steps": 2}
-    text = demo.report(demo.Config(budget=20), {"nlhf": {**row, "seconds": 3.0}})
+    game = {"mean": 0.62, "low": 0.55, "high": 0.69, "n": 200}
+    config = demo.Config(budget=20, labeler="population")
+    text = demo.report(config, {"nlhf": {**row, "seconds": 3.0}}, {"nlhf vs rlhf": game})
     assert "| nlhf | 20.0 | 18.0 – 22.0 | 20 | 2 | 3 |" in text
+    assert "under the population labeler" in text and "0.620 [0.550, 0.690]: NLHF's" in text
+    assert demo.verdict({**game, "low": 0.45}).startswith("no significant difference")
+    assert demo.verdict({"mean": 0.3, "low": 0.2, "high": 0.4}) == "RLHF's policy wins"
 
 
 @pytest.mark.parametrize("command", ["train", "eval", "demo"])
@@ -127,3 +132,21 @@ def test_eval_refuses_a_policy_given_twice(capsys):
     assert cli.main(["control", "eval", "--policies", "a/policy,b,a/policy"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "policies: a/policy is given twice" in err, err
+
+
+def test_the_demo_runs_end_to_end_with_its_head_to_head(tmp_path):
+    torch.set_num_threads(1)
+    args = ["control", "demo", "--out", str(tmp_path), "--minutes", "0.02", "--budget", "20"]
+    args += ["--labeler", "population", "--episodes", "2", "--clip-steps", "5"]
+    args += ["--pairs", "6", "--pair-steps", "10", "--no-progress"]
+    assert cli.main(args) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert set(results) == {"ppo", "rlhf", "nlhf", "head_to_head"}
+    game = results["head_to_head"]["nlhf vs rlhf"]
+    assert game["n"] == 6 and game["low"] <= game["mean"] <= game["high"] and 0 <= game["mean"] <= 1
+    assert "Head to head under the population labeler" in (tmp_path / "report.md").read_text()
+    assert all(
+        (tmp_path / f"clip-{n}.gif").read_bytes().startswith(b"GIF8")
+        for n in results
+        if n != "head_to_head"
+    )

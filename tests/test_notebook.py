@@ -60,6 +60,9 @@ def test_notebook_runs_in_quick_mode(tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
+    for cell in nb.cells:  # start from a blank page whatever the committed copy holds
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
     nb.cells.insert(0, nbformat.v4.new_code_cell("import sys\nprint(sys.executable)"))
     client = NotebookClient(
         nb,
@@ -117,7 +120,13 @@ def test_notebook_runs_in_quick_mode(tmp_path, monkeypatch):
     assert tournament["n_prompts"] == summary["sizes"]["tournament_prompts"]
     assert (out / "tournament" / "heatmap.png").stat().st_size > 1000
 
+    population = summary["population"]  # the last chapter ran the experiment at tiny sizes
+    assert population["policies"] == ["reference", "ppo", "nash-md", "ppo-exact",
+                                      "nash-md-exact", "nash-md-time"]  # fmt: skip
+    assert 0.0 <= population["nash_vs_ppo"] <= 1.0 and 0.0 <= population["predicted"] <= 1.0
+    assert (out / "population" / "report.md").is_file()
+
     # the figures and tables were displayed
     pngs = [o for o in outputs if "image/png" in o.get("data", {})]
-    assert len(pngs) >= 6  # margins, PPO curves, two tabular plots, Nash-MD-PG curves, heat map
+    assert len(pngs) >= 7  # margins, PPO curves, 2 tabular plots, Nash-MD-PG, heat map, population
     assert any("text/markdown" in o.get("data", {}) for o in outputs)

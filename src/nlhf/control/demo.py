@@ -9,7 +9,11 @@
    + Nash-MD-PG), both routes with the same labeler and label budget;
 2. each policy's true return over ``episodes`` episodes with a 95% interval
    (:func:`nlhf.control.eval_cli.interval`);
-3. ``report.md``: the table (return, interval, labels used, steps, wall time), ``curves.png``
+3. the two routes head to head under the demo's labeler (:func:`nlhf.control.eval_cli.head_to_head`:
+   ``pairs`` shared start states, a continuation of each policy from each), with the verdict
+   decided by the 95% interval; under ``--labeler population`` this is the answer to "which
+   route wins under annotators whose majority cycles";
+4. ``report.md``: the table (return, interval, labels used, steps, wall time), ``curves.png``
    (true episode return against training seconds) and one GIF clip per policy
    (``clip-<run>.gif``: gymnasium's ``render=True`` frames when pygame is there, else the
    routes' own CartPole drawing).
@@ -45,6 +49,8 @@ class Config:
     budget: int = option(1000, "labels each route may use")
     episodes: int = option(50, "evaluation episodes per policy")
     clip_steps: int = option(200, "steps of each policy's GIF clip")
+    pairs: int = option(200, "start states of the routes' head-to-head under the labeler (0: none)")
+    pair_steps: int = option(50, "steps of each continuation in the head-to-head")
     seed: int = option(0, "seed of the runs (evaluation uses seed + 1)")
     out: str = option("runs/control-demo", "output folder: report.md, curves.png, clips, runs")
     progress: bool = option(True, "show progress bars")
@@ -82,7 +88,8 @@ def run(config: Config) -> int:
     import torch
 
     from nlhf.control import ppo, routes
-    from nlhf.control.eval_cli import interval
+    from nlhf.control.eval_cli import head_to_head, interval
+    from nlhf.control.labelers import make_labeler
     from nlhf.control.rollout import episode_returns
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
@@ -98,11 +105,12 @@ def run(config: Config) -> int:
         "rlhf": (routes.RLHFConfig(out=str(out / "rlhf"), **shared, **labelled), routes.train),
         "nlhf": (routes.NLHFConfig(out=str(out / "nlhf"), **shared, **labelled), routes.train),
     }
-    rows = {}
+    rows, policies = {}, {}
     for name, (cfg, train) in runs.items():
         start = time.perf_counter()
         algorithm, _ = ppo.train(cfg) if train is None else train(cfg)
         seconds = time.perf_counter() - start
+        policies[name] = algorithm.policy
         returns = episode_returns(algorithm.policy, config.env, config.episodes, config.seed + 1)
         labels = algorithm.labelling.buffer.added if train is not None else None
         rows[name] = {
@@ -114,9 +122,18 @@ def run(config: Config) -> int:
         (out / f"clip-{name}.gif").write_bytes(
             clip(algorithm.policy, config.env, config.clip_steps, config.seed + 1)
         )
+    games = {}
+    if config.pairs:
+        judge = make_labeler(config.labeler)
+        p = head_to_head(
+            policies["nlhf"], policies["rlhf"], config.env, judge, config.pairs,
+            warmup=100, length=config.pair_steps, seed=config.seed + 1,
+        )  # fmt: skip
+        games["nlhf vs rlhf"] = interval(p)
     plot(out, list(runs))
-    atomic_write_text(out / "results.json", json.dumps(rows, indent=2) + "\n")
-    atomic_write_text(out / "report.md", report(config, rows))
+    results = {**rows, "head_to_head": games}
+    atomic_write_text(out / "results.json", json.dumps(results, indent=2) + "\n")
+    atomic_write_text(out / "report.md", report(config, rows, games))
     print(f"nlhf control demo: {out}/report.md")
     return 0
 
@@ -153,7 +170,16 @@ def plot(out: Path, names: list[str]) -> None:
     plt.close(fig)
 
 
-def report(config: Config, rows: dict[str, Any]) -> str:
+def verdict(game: dict[str, float]) -> str:
+    """Who won the head-to-head P(NLHF ≻ RLHF), decided by the 95% interval alone."""
+    if game["low"] > 0.5:
+        return "NLHF's policy wins"
+    if game["high"] < 0.5:
+        return "RLHF's policy wins"
+    return "no significant difference (the interval contains ½)"
+
+
+def report(config: Config, rows: dict[str, Any], games: dict[str, Any] | None = None) -> str:
     lines = [
         f"# RLHF against NLHF on {config.env}",
         "",
@@ -171,6 +197,13 @@ def report(config: Config, rows: dict[str, Any]) -> str:
             f"| {name} | {ret['mean']:.1f} | {ret['low']:.1f} – {ret['high']:.1f} | {labels} "
             f"| {r['steps']} | {r['seconds']:.0f} |"
         )
+    for game in (games or {}).values():
+        lines += [
+            "",
+            f"Head to head under the {config.labeler} labeler: from {game['n']} shared start "
+            f"states each policy plays {config.pair_steps} steps; P(NLHF's segment ≻ RLHF's) = "
+            f"{game['mean']:.3f} [{game['low']:.3f}, {game['high']:.3f}]: {verdict(game)}.",
+        ]
     lines += ["", "![curves](curves.png)", ""]
     lines += [f"{name}: ![{name}](clip-{name}.gif)" for name in rows]
     return "\n".join(lines) + "\n"
