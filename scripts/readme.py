@@ -7,7 +7,9 @@ Fills the block between the ``<!-- demo:lm -->`` and ``<!-- /demo:lm -->`` marke
 run's command line, wall time, verdicts, judge table, training table and tournament tables
 (all built by nlhf.demo.report from the run's files), and copies the run's heat map and
 training curves to ``docs/images/demo-heatmap.png`` and ``docs/images/demo-curves.png``
-beside the README.  The run folder is what ``nlhf demo`` (``make demo``) wrote.
+beside the README.  The run folder is what ``nlhf demo`` (``make demo``) wrote; a run of
+``nlhf demo --all-methods`` fills the ``<!-- demo:all -->`` block and its images are
+``docs/images/demo-all-*.png``.
 
 Repository tooling, not part of the installed package: it needs the package installed
 (``pip install -e .``) and is run from a checkout.  ``update_readme(run, readme)`` is the
@@ -34,7 +36,10 @@ from nlhf.demo.report import (
 from nlhf.demo.run import command_line
 from nlhf.files import atomic_write_text
 
-BEGIN, END = "<!-- demo:lm -->", "<!-- /demo:lm -->"
+
+def markers(all_methods: bool) -> tuple[str, str]:
+    tag = "all" if all_methods else "lm"
+    return f"<!-- demo:{tag} -->", f"<!-- /demo:{tag} -->"
 
 
 def training_rows(config, layout: Layout) -> list[str]:
@@ -45,7 +50,7 @@ def training_rows(config, layout: Layout) -> list[str]:
     return [line for line in lines[2:] if "curves.png" not in line]
 
 
-def summary(layout: Layout, images: str) -> str:
+def summary(layout: Layout, images: str, prefix: str = "demo") -> str:
     """The README's demo block: command, wall time, verdicts, judges, tournament tables."""
     config = saved_config(layout)
     stages = json.loads(layout.stages.read_text())
@@ -56,15 +61,16 @@ def summary(layout: Layout, images: str) -> str:
     tables = tournament_section(tournament)[2:]  # without the section's own heading
     link = "[tournament/tournament.md](tournament/tournament.md)"
     tables = [
-        line.replace("tournament/heatmap.png", f"{images}/demo-heatmap.png").replace(
+        line.replace("tournament/heatmap.png", f"{images}/{prefix}-heatmap.png").replace(
             link, "`tournament/tournament.md` of the run"
         )
         for line in tables
     ]
+    same = "" if config.all_methods else " (`make demo` runs the same command)"
     return "\n".join(
         [
             f"Latest run: `{command}` on {stages['prompts'].get('cpus', '?')} CPU cores, "
-            f"{minutes:.1f} minutes in all (`make demo` runs the same command). Verdicts "
+            f"{minutes:.1f} minutes in all{same}. Verdicts "
             "(decided by the 95% interval alone):",
             "",
             *verdict_lines(tournament, names),
@@ -75,23 +81,26 @@ def summary(layout: Layout, images: str) -> str:
             "",
             *tables,
             "",
-            f"![training curves]({images}/demo-curves.png)",
+            f"![training curves]({images}/{prefix}-curves.png)",
         ]
     )
 
 
 def update_readme(run: Path, readme: Path) -> None:
     layout = Layout(run)
+    all_methods = saved_config(layout).all_methods
+    begin, end = markers(all_methods)
+    prefix = "demo-all" if all_methods else "demo"
+    text = readme.read_text()
+    if begin not in text or end not in text:
+        raise ValueError(f"{readme}: no {begin} … {end} block to fill")
     images = readme.parent / "docs" / "images"
     images.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(layout.tournament / "heatmap.png", images / "demo-heatmap.png")
-    shutil.copyfile(layout.curves, images / "demo-curves.png")
-    text = readme.read_text()
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"{readme}: no {BEGIN} … {END} block to fill")
-    block = summary(layout, "docs/images")
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-    atomic_write_text(readme, pattern.sub(lambda _: f"{BEGIN}\n{block}\n{END}", text))
+    shutil.copyfile(layout.tournament / "heatmap.png", images / f"{prefix}-heatmap.png")
+    shutil.copyfile(layout.curves, images / f"{prefix}-curves.png")
+    block = summary(layout, "docs/images", prefix)
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+    atomic_write_text(readme, pattern.sub(lambda _: f"{begin}\n{block}\n{end}", text))
 
 
 def main(argv: list[str]) -> int:
