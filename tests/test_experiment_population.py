@@ -22,6 +22,7 @@ from nlhf.experiment.analysis import (
 from nlhf.experiment.config import POLICIES, ROUTES, TIMED, Config, Layout, resolved
 from nlhf.experiment.judges import AnchoredBradleyTerry, CriterionJudge, exact_matrix
 from nlhf.experiment.stages import timed_steps
+from nlhf.experiment.tuning import NASH_GRID, PPO_GRID, candidates
 from nlhf.models.judges.population import Group, PopulationJudge
 
 # x ≻ y ≻ z ≻ x, each by 2/3: the three rotations of one ranking, one group each
@@ -157,6 +158,27 @@ def test_the_equal_time_route_takes_the_steps_that_fit_in_ppos_training_time():
     assert timed_steps(stages(5.0, 0.0)) == 12  # no measured time: the route's own steps
 
 
+def test_the_tuning_grid_changes_one_setting_at_a_time_and_the_routes_take_the_choice(tmp_path):
+    from nlhf.experiment.stages import route_configs
+
+    config = resolved(Config(out=str(tmp_path), ppo_lr=1e-4, nash_lr=2e-3))
+    layout = Layout(tmp_path)
+    found = candidates(config, layout)
+    assert [c.route for c in found] == ["ppo"] * len(PPO_GRID) + ["nash-md"] * len(NASH_GRID)
+    assert len({c.config.out for c in found}) == len(found)  # a folder each
+    assert {c.config.steps for c in found} == {config.tune_steps}
+    by_label = {(c.route, c.label): c for c in found}
+    assert by_label["ppo", "given"].settings == {}
+    assert by_label["ppo", "lr ×3"].config.lr == pytest.approx(3e-4)
+    assert by_label["ppo", "8 epochs"].config.ppo_epochs == 8
+    assert by_label["nash-md", "lr ×½"].config.lr == pytest.approx(1e-3)
+    tuned = {"ppo": {"lr": 3e-4, "mini_batches": 4}, "nash-md": {"lr": 4e-3}}
+    routes = route_configs(config, layout, tuned)
+    assert (routes["ppo"].lr, routes["ppo-exact"].mini_batches) == (3e-4, 4)
+    assert routes["nash-md"].lr == routes["nash-md-exact"].lr == 4e-3
+    assert route_configs(config, layout)["ppo"].lr == 1e-4
+
+
 def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="so that triples exist"):
         Config(samples=2)
@@ -189,6 +211,9 @@ TINY_SIZES = [
     "judge_max_length=32",
     "tournament_samples=2",
     "lora_r=4",
+    "tune=true",
+    "tune_prompts=2",
+    "tune_steps=1",
 ]
 
 
@@ -215,12 +240,23 @@ def test_the_whole_experiment_runs_on_tiny_models_and_resumes(tmp_path, tiny_mod
     assert main(argv) == 0
     stages = json.loads((out / "stages.json").read_text())
     expected = ["prompts", "reference completions", "labels", "judges", "judge evaluation",
-                "prediction", *[f"train {r}" for r in POLICIES], "tournament"]  # fmt: skip
+                "prediction", "tuning", *[f"train {r}" for r in POLICIES],
+                "tournament"]  # fmt: skip
     assert list(stages) == expected
     assert all(stages[f"train {r}"]["comparisons"] == 4 for r in ROUTES)
     timed = stages[f"train {TIMED}"]  # the equal-time route: its steps follow PPO's seconds
     assert timed["steps"] == timed_steps(stages) >= 1
     assert "At equal wall-clock time" in (out / "report.md").read_text()
+    tuning = json.loads((out / "tuning" / "tuning.json").read_text())
+    for route, grid in (("ppo", PPO_GRID), ("nash-md", NASH_GRID)):
+        entry = tuning["routes"][route]
+        kept = [k for k in grid if k != "4 mini-batches"]  # 2 prompts per step: not in 4
+        assert list(entry["candidates"]) == kept and entry["chosen"] in grid
+        best = max(c["vs_reference"]["mean"] for c in entry["candidates"].values())
+        assert entry["candidates"][entry["chosen"]]["vs_reference"]["mean"] == best
+    chosen = json.loads((out / "policies" / "ppo" / "config.json").read_text())
+    for key, value in tuning["routes"]["ppo"]["settings"].items():
+        assert chosen[key] == pytest.approx(value)  # the route trained with what was chosen
     rows = [json.loads(line) for line in (out / "data" / "pairs.jsonl").read_text().splitlines()]
     assert rows and {"prompt", "chosen", "rejected", "labeler"} <= set(rows[0])
     evaluation = json.loads((out / "judges" / "evaluation.json").read_text())
@@ -230,8 +266,9 @@ def test_the_whole_experiment_runs_on_tiny_models_and_resumes(tmp_path, tiny_mod
     assert prediction["cycles"]["eval"]["triples"] == 3  # 3 prompts × one triple of K = 3
     report = (out / "report.md").read_text()
     for section in ("## Verdict", "## 1. The population", "## 2. Judges", "## 3. The restricted",
-                    "## 4. Training", "## 5. Tournament", "Equilibrium check", "## 6. Completions",
-                    "## 7. Configuration", "population_definition"):  # fmt: skip
+                    "## 4. Tuning", "## 5. Training", "## 6. Tournament", "Equilibrium check",
+                    "## 7. Completions", "## 8. Configuration",
+                    "population_definition"):  # fmt: skip
         assert section in report
     assert (out / "results.png").stat().st_size > 0
     capsys.readouterr()

@@ -35,6 +35,8 @@ class Sizes:
     judge_max_length: int
     tournament_samples: int
     nash_lr: float
+    tune_prompts: int
+    tune_steps: int
 
 
 PRESETS = {
@@ -51,6 +53,8 @@ PRESETS = {
         judge_max_length=64,
         tournament_samples=4,
         nash_lr=2e-3,
+        tune_prompts=32,
+        tune_steps=4,
     ),
     # every stage runs; two steps per route and wide intervals
     "quick": Sizes(
@@ -64,6 +68,8 @@ PRESETS = {
         judge_max_length=48,
         tournament_samples=2,
         nash_lr=5e-3,
+        tune_prompts=8,
+        tune_steps=1,
     ),
 }
 
@@ -123,6 +129,16 @@ class Config:
     tournament_samples: int | None = option(
         None, "tournament completions per prompt and policy (4; quick 2)"
     )
+    tune: bool = option(
+        False,
+        "before the routes train, try each one's settings on a small grid in short runs and "
+        "keep those the population prefers on validation prompts (nlhf.experiment.tuning; "
+        "without it: the options as given)",
+    )
+    tune_prompts: int | None = option(
+        None, "validation openings of the tuning stage, apart from the others (32; quick 8)"
+    )
+    tune_steps: int | None = option(None, "steps of each tuning run (4; quick 1)")
     progress: bool = option(True, "show progress bars")
 
     def __post_init__(self) -> None:
@@ -210,6 +226,8 @@ class Layout:
     stages = property(lambda self: self.root / "stages.json")
     train_prompts = property(lambda self: self.root / "data" / "train_prompts.jsonl")
     eval_prompts = property(lambda self: self.root / "data" / "eval_prompts.jsonl")
+    tune_prompts = property(lambda self: self.root / "data" / "tune_prompts.jsonl")
+    tuning = property(lambda self: self.root / "tuning" / "tuning.json")
     completions = property(lambda self: self.root / "data" / "reference_completions.json")
     pairs = property(lambda self: self.root / "data" / "pairs.jsonl")
     judge_evaluation = property(lambda self: self.root / "judges" / "evaluation.json")
@@ -223,3 +241,6 @@ class Layout:
 
     def policy(self, route: str) -> Path:
         return self.root / "policies" / route
+
+    def tuning_run(self, name: str) -> Path:
+        return self.root / "tuning" / name

@@ -324,11 +324,37 @@ def prediction_section(config: Config, layout: Layout) -> list[str]:
     return lines
 
 
+def tuning_section(layout: Layout) -> list[str]:
+    """The tuning stage's candidates and what each route took."""
+    heading = "## 4. Tuning: each route's settings, chosen the same way"
+    if not layout.tuning.exists():
+        return [heading, "", "Not run (no `--tune`): every route trained with the given options."]
+    t = json.loads(layout.tuning.read_text())
+    lines = [
+        heading,
+        "",
+        f"Short runs of {t['steps']} steps against the learned judges, one change at a time from "
+        f"the given options; each candidate's P(candidate ≻ reference) under the population on "
+        f"{t['prompts']} validation prompts × {t['samples_per_prompt']} completions (apart "
+        "from the training and held-out prompts), 95% intervals. The route and its "
+        "exact-population control train with the best candidate's settings (**bold**).",
+        "",
+        table_row(["route", "candidate", "settings", "P(candidate ≻ reference)"]),
+        table_row(["---", "---", "---", "---:"]),
+    ]
+    for route, entry in t["routes"].items():
+        for label, c in entry["candidates"].items():
+            changed = ", ".join(f"{k}={v:g}" for k, v in c["settings"].items()) or "as given"
+            name = f"**{label}**" if label == entry["chosen"] else label
+            lines.append(table_row([route, name, changed, interval(c["vs_reference"], 3)]))
+    return lines
+
+
 def training_section(
     config: Config, stages: dict[str, Any], curves: dict[str, list[dict[str, float]]]
 ) -> list[str]:
     lines = [
-        "## 4. Training: same reference, same number of judged comparisons",
+        "## 5. Training: same reference, same number of judged comparisons",
         "",
         f"Every route trains a LoRA adapter (r = {config.lora_r}) on the same prompts for "
         f"{config.steps} steps of {config.batch_size} prompts: {config.steps * config.batch_size} "
@@ -387,7 +413,7 @@ def tournament_section(tournament: dict[str, Any]) -> list[str]:
     names = [p["name"] for p in tournament["policies"]]
     s = tournament["settings"]
     lines = [
-        "## 5. Tournament on held-out prompts",
+        "## 6. Tournament on held-out prompts",
         "",
         f"{tournament['n_prompts']} held-out openings × {s['samples_per_prompt']} completions "
         "per policy; each cell P(row ≻ column) with its 95% interval over prompts. `population` "
@@ -476,12 +502,14 @@ def build_report(config: Config, layout: Layout, command: str) -> str:
         "",
         *prediction_section(config, layout),
         "",
+        *tuning_section(layout),
+        "",
         *training_section(config, stages, curves),
         "",
         *tournament_section(tournament),
         "",
-        *completions_section(tournament, "## 6. Completions"),
-        "## 7. Configuration",
+        *completions_section(tournament, "## 7. Completions"),
+        "## 8. Configuration",
         "",
         "```yaml",
         layout.config.read_text().rstrip(),

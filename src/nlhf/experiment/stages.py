@@ -35,6 +35,7 @@ from nlhf.experiment.judges import (
     criterion_scores,
     exact_matrix,
 )
+from nlhf.experiment.tuning import tune, tuned_settings
 from nlhf.files import atomic_write_json, atomic_write_text
 from nlhf.models.judges.population import PopulationJudge
 from nlhf.resumable import StageLog
@@ -68,16 +69,19 @@ def reference_completions(layout: Layout) -> dict[str, dict[str, list[str]]]:
 
 def prepare_prompts(config: Config, layout: Layout) -> dict[str, Any]:
     """Disjoint IMDB review openings: training prompts (the judges' pairs and the policies'
-    training) and held-out ones (the restricted-game prediction and the tournament)."""
+    training), held-out ones (the restricted-game prediction and the tournament) and the
+    tuning stage's validation prompts."""
     from nlhf.data.movie_reviews import review_prompts
 
+    held_out, train = config.eval_prompts, config.train_prompts
     pool = review_prompts(
-        config.train_prompts + config.eval_prompts,
+        held_out + train + config.tune_prompts,
         words=PromptFields().prompt_words,
         seed=config.seed,
     )
-    pool[: config.eval_prompts].to_jsonl(layout.eval_prompts)
-    pool[config.eval_prompts :].to_jsonl(layout.train_prompts)
+    pool[:held_out].to_jsonl(layout.eval_prompts)
+    pool[held_out : held_out + train].to_jsonl(layout.train_prompts)
+    pool[held_out + train :].to_jsonl(layout.tune_prompts)
     return {"cpus": os.cpu_count()}
 
 
@@ -307,10 +311,16 @@ def predict(config: Config, layout: Layout) -> dict[str, Any]:
 # --------------------------------------------------------------------------- 3. policies
 
 
-def route_configs(config: Config, layout: Layout) -> dict[str, Any]:
+def route_configs(
+    config: Config, layout: Layout, tuned: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Each route's trainer config: the same reference, prompts, steps and prompts per step,
-    so the same number of judged comparisons (``config.steps × batch_size``)."""
+    so the same number of judged comparisons (``config.steps × batch_size``); ``tuned``
+    (:func:`nlhf.experiment.tuning.tuned_settings`) replaces PPO's and Nash-MD-PG's fields in
+    both of their routes."""
     from nlhf.train import nash_md, ppo
+
+    tuned = tuned or {}
 
     def fields(route: str, judge: str) -> dict[str, Any]:
         return dict(
@@ -330,17 +340,14 @@ def route_configs(config: Config, layout: Layout) -> dict[str, Any]:
         )
 
     def ppo_config(route: str, judge: str) -> Any:
-        return ppo.Config(
-            **fields(route, judge),
-            lr=config.ppo_lr,
-            ppo_epochs=config.ppo_epochs,
-            init_kl_coef=config.ppo_kl_coef,
+        given = dict(
+            lr=config.ppo_lr, ppo_epochs=config.ppo_epochs, init_kl_coef=config.ppo_kl_coef
         )
+        return ppo.Config(**fields(route, judge), **(given | tuned.get("ppo", {})))
 
     def nash_config(route: str, judge: str) -> Any:
-        return nash_md.Config(
-            **fields(route, judge), lr=config.nash_lr, tau=config.tau, beta=config.beta
-        )
+        given = dict(lr=config.nash_lr, tau=config.tau, beta=config.beta)
+        return nash_md.Config(**fields(route, judge), **(given | tuned.get("nash-md", {})))
 
     population = config.population_spec
     return {
@@ -370,7 +377,7 @@ def timed_config(config: Config, layout: Layout) -> Any:
     import dataclasses
 
     stages = json.loads(layout.stages.read_text())
-    cfg = route_configs(config, layout)["nash-md"]
+    cfg = route_configs(config, layout, tuned_settings(layout))["nash-md"]
     return dataclasses.replace(cfg, steps=timed_steps(stages), out=str(layout.policy(TIMED)))
 
 
@@ -379,7 +386,10 @@ def train_route(config: Config, layout: Layout, route: str) -> dict[str, Any]:
     from nlhf.train import nash_md, ppo
     from nlhf.train.online import Trainer
 
-    cfg = timed_config(config, layout) if route == TIMED else route_configs(config, layout)[route]
+    if route == TIMED:
+        cfg = timed_config(config, layout)
+    else:
+        cfg = route_configs(config, layout, tuned_settings(layout))[route]
     if route == "ppo-exact":
         anchors = reference_completions(layout)["train"]
         trainer = Trainer(cfg, judge=AnchoredBradleyTerry(load_population(config), anchors))
@@ -441,6 +451,8 @@ def run_all(config: Config, layout: Layout) -> StageLog:
     log.run("judges", lambda: train_judges(config, layout))
     log.run("judge evaluation", lambda: evaluate_judges(config, layout))
     log.run("prediction", lambda: predict(config, layout))
+    if config.tune:
+        log.run("tuning", lambda: tune(config, layout))
     for route in POLICIES:
         log.run(f"train {route}", lambda r=route: train_route(config, layout, r))
     log.run("tournament", lambda: run_tournament(config, layout))
