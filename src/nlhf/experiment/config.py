@@ -3,10 +3,10 @@
 Options left at ``None`` take the preset's value (``--quick comparisons=64`` is the quick run
 with 64 judged comparisons per route).  Each route's budget is a number of judged comparisons,
 the same for all four, so the same command and seed give the same tables on any machine; the
-step counts follow from it (:meth:`Config.steps`).  The default preset's sizes were chosen by
-estimate from the demo's measured speeds on 2 CPU cores (a Nash-MD-PG step of 64 prompts × 16
-tokens about 10 s, a PPO step about 40 s, both judges on 2,000 pairs about 3 min), not from
-a measured run of this command.
+step counts follow from it (:meth:`Config.steps`).  The default preset's sizes were chosen
+from the demo's measured speeds on 2 CPU cores (a Nash-MD-PG step of 64 prompts × 16 tokens
+about 14 s, a PPO step about 55 s, both judges on 2,000 pairs about 3 min) to fit about 30
+minutes without ``--tune``; the README gives a measured run.
 """
 
 from __future__ import annotations
@@ -40,14 +40,15 @@ class Sizes:
 
 
 PRESETS = {
-    # 320 prompts × 4 completions give 1,920 labelled pairs (judges ≈ 3 min); 768 comparisons
-    # are 12 steps of 64 prompts per route: ≈ 2 min per Nash-MD-PG route, ≈ 8 min per PPO route
+    # 320 prompts × 4 completions give 1,920 labelled pairs (judges ≈ 3 min); 448 comparisons
+    # are 7 steps of 64 prompts per route, and a PPO step of 64 prompts costs about 4 Nash-MD-PG
+    # steps: three PPO-length routes (PPO, its control, Nash-MD-PG in PPO's time) set the time
     "default": Sizes(
         train_prompts=320,
         samples=4,
         eval_prompts=64,
         eval_samples=6,
-        comparisons=768,
+        comparisons=448,
         batch_size=64,
         max_new_tokens=16,
         judge_max_length=64,
@@ -119,7 +120,7 @@ class Config:
     comparisons: int | None = option(
         None,
         "judged comparisons per route: PPO scores one completion per prompt and step, "
-        "Nash-MD-PG compares one pair per prompt and step (768; quick 32)",
+        "Nash-MD-PG compares one pair per prompt and step (448; quick 32)",
     )
     batch_size: int | None = option(None, "prompts per training step (64; quick 16)")
     max_new_tokens: int | None = option(None, "tokens per completion everywhere (16; quick 12)")
