@@ -2,8 +2,9 @@
 
 Options left at ``None`` take the preset's value (``--quick comparisons=64`` is the quick run
 with 64 judged comparisons per route).  Each route's budget is a number of judged comparisons,
-the same for all four, so the same command and seed give the same tables on any machine; the
-step counts follow from it (:meth:`Config.steps`).  The default preset's sizes were chosen
+the same for all four, so the same command and seed give the same tables on any machine (all
+but the equal-time route's, whose steps are PPO's measured seconds); the step counts follow
+from it (:meth:`Config.steps`).  The default preset's sizes were chosen
 from the demo's measured speeds on 2 CPU cores (a Nash-MD-PG step of 64 prompts × 16 tokens
 about 14 s, a PPO step about 55 s, both judges on 2,000 pairs about 3 min) to fit about 30
 minutes without ``--tune``; the README gives a measured run.
