@@ -71,9 +71,14 @@ def summary(layout: Layout, images: str, prefix: str = "demo") -> str:
         [
             f"Latest run: `{command}` on {stages['prompts'].get('cpus', '?')} CPU cores, "
             f"{minutes:.1f} minutes in all{same}. Verdicts "
-            "(decided by the 95% interval alone):",
+            "(decided by the 95% interval alone"
+            + (
+                "; each method against the reference, the rest in the tables):"
+                if config.all_methods
+                else "):"
+            ),
             "",
-            *verdict_lines(tournament, names),
+            *verdict_lines(tournament, names, each_other=not config.all_methods),
             "",
             *judges_section(layout)[2:],
             "",

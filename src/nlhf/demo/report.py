@@ -66,7 +66,11 @@ def verdict(estimate: dict[str, float], row: str, col: str) -> str:
     return f"{text}: no significant difference (the interval contains ½)"
 
 
-def verdict_lines(tournament: dict[str, Any], methods: list[str]) -> list[str]:
+def verdict_lines(
+    tournament: dict[str, Any], methods: list[str], each_other: bool = True
+) -> list[str]:
+    """Each method against the reference under every judge; with ``each_other``, every two
+    methods too."""
     lines = []
     for judge in tournament["judges"]:
         for m in methods:
@@ -74,7 +78,7 @@ def verdict_lines(tournament: dict[str, Any], methods: list[str]) -> list[str]:
                 f"- `{judge}`: "
                 + verdict(compare(tournament, judge, m, "reference"), m, "reference")
             )
-        for i, m in enumerate(methods):
+        for i, m in enumerate(methods if each_other else []):
             for other in methods[i + 1 :]:
                 lines.append(
                     f"- `{judge}`: " + verdict(compare(tournament, judge, m, other), m, other)
