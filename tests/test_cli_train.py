@@ -21,7 +21,8 @@ from tiny_encoder import make_tiny_encoder
 from trainer_docs import logged_metrics
 
 ONLINE = [
-    "nash-md", "nash-ema", "nash-mp", "ppo", "online-dpo", "sppo", "inpo", "onpo", "mpo", "dno",
+    "nash-md", "nash-ema", "nash-mp", "ppo", "online-dpo", "online-ipo", "egpo", "sppo", "inpo",
+    "onpo", "mpo", "dno",
 ]  # fmt: skip
 OFFLINE = ["dpo", "ipo", "sft"]
 JUDGES = ["reward-model", "preference-model"]

@@ -5,15 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from nlhf.cli import build_parser
+from nlhf.cli import COMMANDS, build_parser
 from nlhf.config import config_from_args
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
-TRAIN = {
-    "nash-md", "nash-ema", "nash-mp", "ppo", "online-dpo", "sppo", "inpo", "onpo", "mpo", "dno",
-    "dpo", "ipo", "sft",
-    "reward-model", "preference-model",
-}  # fmt: skip
+TRAIN = set(COMMANDS["train"].commands)  # every trainer; the other files name a top command
 
 
 def command(path: Path) -> list[str]:

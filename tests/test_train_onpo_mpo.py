@@ -1,13 +1,15 @@
-"""ONPO and MPO (``nlhf train onpo|mpo``), presets of INPO and Nash-MD-PG: the first step of
-ONPO is INPO's and the second differs by the predictor; MPO is self-play with the magnet
-reset; each logs every documented metric; (slow) a SIGKILLed run resumes to exactly the weights
-and metrics of an uninterrupted one, and each learns what the judge prefers."""
+"""ONPO, MPO, online IPO and EGPO (``nlhf train onpo|mpo|online-ipo|egpo``), presets of INPO,
+Nash-MD-PG and online DPO: the first step of ONPO is INPO's and the second differs by the
+predictor; MPO is self-play with the magnet reset; online IPO is online DPO's soft IPO loss
+and EGPO adds the extragradient step; each logs every documented metric; (slow) a SIGKILLed
+run resumes to exactly the weights and metrics of an uninterrupted one, and each learns what
+the judge prefers."""
 
 import pytest
 import torch
 
 import tiny_train
-from nlhf.train import inpo, nash_md, nash_mp, ppo
+from nlhf.train import inpo, nash_md, nash_mp, online_dpo, ppo
 from online_harness import (
     assert_identical,
     assert_one_documented_step,
@@ -25,19 +27,32 @@ def test_the_presets_set_what_their_methods_are():
     assert (onpo.name, mpo.name, onpo.out, mpo.out) == ("onpo", "mpo", "runs/onpo", "runs/mpo")
     with pytest.raises(ValueError, match="choose one"):
         inpo.OnpoConfig(extragradient=True)
+    ipo, egpo = online_dpo.OnlineIpoConfig(), online_dpo.EgpoConfig()
+    assert (ipo.loss_type, ipo.label, ipo.extragradient) == ("ipo", "soft", False)
+    assert (egpo.loss_type, egpo.label, egpo.extragradient) == ("ipo", "soft", True)
+    assert (ipo.name, egpo.name, online_dpo.Config().name) == ("online-ipo", "egpo", "")
     for module in (nash_mp, ppo):
         with pytest.raises(ValueError, match="optimistic"):
             module.Config(optimistic=True)
 
 
 @pytest.mark.parametrize(
-    "name, algorithm", [("onpo", inpo.INPO), ("mpo", nash_md.NashMDPG)], ids=["onpo", "mpo"]
+    "name, algorithm, module",
+    [
+        ("onpo", inpo.INPO, "inpo"),
+        ("mpo", nash_md.NashMDPG, "nash_md"),
+        ("online-ipo", online_dpo.OnlineDPO, "online_dpo"),
+        ("egpo", online_dpo.OnlineDPO, "online_dpo"),
+    ],
+    ids=["onpo", "mpo", "online-ipo", "egpo"],
 )
-def test_one_step_moves_every_weight_and_logs_every_documented_metric(tmp_path, name, algorithm):
+def test_one_step_moves_every_weight_and_logs_every_documented_metric(
+    tmp_path, name, algorithm, module
+):
     trainer, config = tiny_train.make(name, str(tmp_path), ["steps=1"])
     before = [p.detach().clone() for p in trainer.params]
     trainer.run(algorithm(trainer, config), name)
-    assert_one_documented_step(before, trainer, name, "inpo" if name == "onpo" else "nash_md")
+    assert_one_documented_step(before, trainer, name, module)
 
 
 def test_onpo_is_inpo_until_there_is_a_last_gradient_to_predict_with(tmp_path):
@@ -58,7 +73,7 @@ def test_onpo_is_inpo_until_there_is_a_last_gradient_to_predict_with(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["onpo", "mpo"])
+@pytest.mark.parametrize("name", ["onpo", "mpo", "online-ipo", "egpo"])
 def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path, name):
     full, resumed = kill_and_resume(name, tmp_path, "lora_r=4")
     assert_identical(policy_weights(full), policy_weights(resumed))
@@ -71,7 +86,7 @@ def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["onpo", "mpo"])
+@pytest.mark.parametrize("name", ["onpo", "mpo", "online-ipo", "egpo"])
 def test_each_learns_what_the_judge_prefers(tmp_path, name):
     win = trained_win_rate(
         name, tmp_path, "steps=60", "batch_size=8", "lr=1e-2", "checkpoint_every=1000"

@@ -46,6 +46,8 @@ ALGORITHMS = {  # module, algorithm, settings beyond SHARED, the judge's scale
     "nash-ema": (nash_ema, nash_ema.NashEMA, dict(lr=3e-3, tau=0.05, ema_decay=0.8), 2.0),
     "nash-mp": (nash_mp, nash_mp.NashMP, dict(lr=3e-3, tau=0.05, eta=0.5, prox_steps=2), 2.0),
     "online-dpo": (online_dpo, online_dpo.OnlineDPO, dict(lr=3e-3, beta=0.1), 2.0),
+    "online-ipo": (online_dpo, online_dpo.OnlineDPO, dict(lr=3e-3, beta=0.1), 2.0),
+    "egpo": (online_dpo, online_dpo.OnlineDPO, dict(lr=3e-3, beta=0.1), 2.0),
     "sppo": (sppo, sppo.SPPO, dict(lr=3e-3, samples=3, eta=1.0), 2.0),
     "inpo": (inpo, inpo.INPO, dict(lr=3e-3, samples=4, eta=0.5, tau=0.1), 2.0),
     "onpo": (inpo, inpo.INPO, dict(lr=3e-3, samples=4, eta=0.5, tau=0.1), 2.0),
@@ -60,7 +62,12 @@ ALGORITHMS = {  # module, algorithm, settings beyond SHARED, the judge's scale
 }
 
 
-PRESETS = {"onpo": inpo.OnpoConfig, "mpo": nash_md.MpoConfig}  # presets of another's Config
+PRESETS = {  # presets of another's Config
+    "onpo": inpo.OnpoConfig,
+    "mpo": nash_md.MpoConfig,
+    "online-ipo": online_dpo.OnlineIpoConfig,
+    "egpo": online_dpo.EgpoConfig,
+}
 
 
 def lowercase(prompt: str, text: str) -> float:

@@ -122,6 +122,18 @@ COMMANDS: dict[str, Command | Group] = {
                 "nlhf.train.online_dpo",
                 "Online DPO / IPO (loss_type=ipo): two samples per prompt, the judge picks.",
             ),
+            "online-ipo": Command(
+                "nlhf.train.online_dpo",
+                "Online IPO: two samples per prompt, IPO's square loss towards (P − ½)/β with "
+                "the judge's P as a soft target.",
+                config="OnlineIpoConfig",
+            ),
+            "egpo": Command(
+                "nlhf.train.online_dpo",
+                "EGPO: online IPO with the extragradient outer loop (a look-ahead step, then "
+                "the step from the same weights with its gradient).",
+                config="EgpoConfig",
+            ),
             "dpo": Command(
                 "nlhf.train.dpo", "Offline DPO on preference pairs (HH, IMDB, JSONL/CSV)."
             ),

@@ -3,6 +3,8 @@
     nlhf train online-dpo                                # SmolLM2 + LoRA, IMDB prompts, VADER
     nlhf train online-dpo loss_type=ipo beta=0.1         # online IPO
     nlhf train online-dpo --judge runs/pm/model label=soft steps=300
+    nlhf train online-ipo                                # preset: loss_type=ipo label=soft
+    nlhf train egpo                                      # preset: online IPO + extragradient
 
 Each step, for every prompt x:
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 
@@ -38,6 +40,7 @@ class Config(OnlineConfig):
     """Online DPO / IPO: sample two completions per prompt, let the judge pick the better one,
     and take a DPO (or IPO) step on that pair."""
 
+    name: ClassVar[str] = ""
     out: str = option("runs/online-dpo", "output folder: metrics.jsonl, checkpoints/, policy/")
     loss_type: Literal["dpo", "ipo"] = option(
         "dpo", "dpo: −log σ(β·h); ipo: (h − 1/(2β))² (TRL loss_type sigmoid|ipo)"
@@ -53,6 +56,29 @@ class Config(OnlineConfig):
         super().__post_init__()
         if self.beta <= 0:
             raise ValueError(f"beta must be > 0, got {self.beta}")
+
+
+@dataclass
+class OnlineIpoConfig(Config):
+    """Online IPO (Calandriello et al. 2024; "Online IPO 2" of the EGPO paper): two samples of
+    the policy, the judge's P as a soft target, IPO's square loss (h − (P − ½)/β)²."""
+
+    name: ClassVar[str] = "online-ipo"
+    out: str = option("runs/online-ipo", "output folder: metrics.jsonl, checkpoints/, policy/")
+    loss_type: Literal["dpo", "ipo"] = option("ipo", "the loss (online IPO: ipo)")
+    label: Literal["hard", "soft"] = option(
+        "soft", "soft: P(y_w ≻ y_l) as the target (online IPO); hard: the judge's pick"
+    )
+
+
+@dataclass
+class EgpoConfig(OnlineIpoConfig):
+    """EGPO (Zhou, Fazel, Du 2025): online IPO's loss with the extragradient outer loop, a
+    look-ahead step whose samples and gradient then step the weights from where they were."""
+
+    name: ClassVar[str] = "egpo"
+    out: str = option("runs/egpo", "output folder: metrics.jsonl, checkpoints/, policy/")
+    extragradient: bool = option(True, "the look-ahead step (EGPO: on)")
 
 
 class OnlineDPO(Algorithm):
@@ -129,4 +155,4 @@ class OnlineDPO(Algorithm):
 
 
 def run(config: Config) -> int:
-    return train_and_report(config, OnlineDPO, f"online-{config.loss_type}")
+    return train_and_report(config, OnlineDPO, config.name or f"online-{config.loss_type}")
