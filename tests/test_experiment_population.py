@@ -179,6 +179,26 @@ def test_the_tuning_grid_changes_one_setting_at_a_time_and_the_routes_take_the_c
     assert route_configs(config, layout)["ppo"].lr == 1e-4
 
 
+def test_each_pair_gets_one_row_per_annotator(tmp_path):
+    from nlhf.experiment.stages import label_pairs
+
+    layout = Layout(tmp_path)
+    layout.completions.parent.mkdir(parents=True)
+    texts = ["good", "a fine long film", "bad bad"]
+    saved = {"prompts": ["p1", "p2"], "completions": [texts, texts]}
+    layout.completions.write_text(json.dumps({"train": saved, "eval": saved}))
+    counts = {}
+    for k in (1, 5):
+        config = resolved(Config(out=str(tmp_path), annotators=k))
+        assert label_pairs(config, layout)["pairs"] == 6 * k  # 2 prompts × 3 pairs × k
+        rows = [json.loads(line) for line in layout.pairs.read_text().splitlines()]
+        counts[k] = {(r["prompt"], *sorted((r["chosen"], r["rejected"]))) for r in rows}
+        assert {r["labeler"] for r in rows} <= {"enthusiasts", "skimmers", "critics"}
+    assert counts[1] == counts[5]  # the same pairs, k votes each
+    with pytest.raises(ValueError, match="annotators must be > 0"):
+        Config(annotators=0)
+
+
 def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="so that triples exist"):
         Config(samples=2)

@@ -106,6 +106,11 @@ class Config:
     ppo_epochs: int = option(4, "PPO: passes over each rollout (2 mini-batches each)")
     ppo_kl_coef: float = option(0.05, "PPO: initial KL coefficient (adapted towards 6 nats)")
     pm_rank: int = option(8, "rank of the preference model's skew-symmetric interaction")
+    annotators: int = option(
+        1,
+        "annotators drawn from the population per labelled pair, each a label row (the "
+        "judges then learn each pair's preference from that many votes)",
+    )
     train_prompts: int | None = option(
         None, "IMDB openings the judges' pairs and the policies' training use (320; quick 48)"
     )
@@ -146,7 +151,7 @@ class Config:
     def __post_init__(self) -> None:
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must lie in [0, 1], got {self.beta}")
-        for name in ("tau", "ppo_lr", "ppo_epochs", "lora_r"):
+        for name in ("tau", "ppo_lr", "ppo_epochs", "lora_r", "annotators"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("ppo_kl_coef", "pm_rank"):

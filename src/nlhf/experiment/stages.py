@@ -123,9 +123,9 @@ def sample_reference(config: Config, layout: Layout) -> dict[str, Any]:
 
 
 def label_pairs(config: Config, layout: Layout) -> dict[str, Any]:
-    """Every pair of distinct, non-empty reference completions of each training prompt, one
-    annotator drawn from the population per pair; ``pairs.jsonl`` in the schema of
-    ``nlhf label export``."""
+    """Every pair of distinct, non-empty reference completions of each training prompt,
+    ``annotators`` drawn from the population per pair (a row each); ``pairs.jsonl`` in the
+    schema of ``nlhf label export``."""
     population = load_population(config)
     prompts, a, b = [], [], []
     for prompt, texts in reference_completions(layout)["train"].items():
@@ -139,7 +139,9 @@ def label_pairs(config: Config, layout: Layout) -> dict[str, Any]:
             f"only {len(prompts)} distinct pairs of reference completions: too few to train "
             "judges on (raise train_prompts or max_new_tokens)"
         )
-    rows = population.sample_labels(prompts, a, b, random.Random(config.seed))
+    rows = population.sample_labels(
+        prompts, a, b, random.Random(config.seed), annotators=config.annotators
+    )
     text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     atomic_write_text(layout.pairs, text)
     groups: dict[str, int] = {}
