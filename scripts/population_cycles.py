@@ -23,8 +23,9 @@ import numpy as np
 
 from nlhf.experiment.analysis import antisymmetric, cyclic_triples, population_matrix
 from nlhf.experiment.config import Config, Layout, resolved
+from nlhf.experiment.judges import criterion_scores
 from nlhf.experiment.stages import prepare_prompts, reference_completions, sample_reference
-from nlhf.models.judges.population import CRITERIA, _per_text, _words
+from nlhf.models.judges.population import CRITERIA, Group, PopulationJudge, _per_text, _words
 
 TEMPERATURES = (0.1, 0.03, 0.01)
 
@@ -48,13 +49,14 @@ def main() -> None:
         sample_reference(config, layout)
     completions = reference_completions(layout)["train"]
 
-    functions = {name: CRITERIA[name][0]() for name in CRITERIA}
-    functions |= {name: _per_text(fn) for name, fn in CANDIDATES.items()}
-    names = list(functions)
-    per_prompt = []  # (G, K) scores of each prompt's completions
-    for prompt, texts in completions.items():
-        rows = [functions[n]([prompt] * len(texts), texts).double().numpy() for n in names]
-        per_prompt.append(np.stack(rows))
+    groups = [Group(name, CRITERIA[name][0]()) for name in CRITERIA]
+    groups += [Group(name, _per_text(fn)) for name, fn in CANDIDATES.items()]
+    everyone = PopulationJudge(groups)  # one group per criterion, to score them all at once
+    names = [g.name for g in groups]
+    per_prompt = [  # (G, K) scores of each prompt's completions
+        criterion_scores(everyone, [prompt] * len(texts), texts)
+        for prompt, texts in completions.items()
+    ]
 
     results = []
     for trio in combinations(range(len(names)), 3):

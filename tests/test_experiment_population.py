@@ -187,16 +187,14 @@ def test_each_pair_gets_one_row_per_annotator(tmp_path):
     texts = ["good", "a fine long film", "bad bad"]
     saved = {"prompts": ["p1", "p2"], "completions": [texts, texts]}
     layout.completions.write_text(json.dumps({"train": saved, "eval": saved}))
-    counts = {}
+    pairs = {}
     for k in (1, 5):
         config = resolved(Config(out=str(tmp_path), annotators=k))
         assert label_pairs(config, layout)["pairs"] == 6 * k  # 2 prompts × 3 pairs × k
         rows = [json.loads(line) for line in layout.pairs.read_text().splitlines()]
-        counts[k] = {(r["prompt"], *sorted((r["chosen"], r["rejected"]))) for r in rows}
+        pairs[k] = {(r["prompt"], *sorted((r["chosen"], r["rejected"]))) for r in rows}
         assert {r["labeler"] for r in rows} <= {"enthusiasts", "skimmers", "critics"}
-    assert counts[1] == counts[5]  # the same pairs, k votes each
-    with pytest.raises(ValueError, match="annotators must be > 0"):
-        Config(annotators=0)
+    assert pairs[1] == pairs[5]  # the same pairs, k votes each
 
 
 def test_bad_options_are_refused():
@@ -204,6 +202,8 @@ def test_bad_options_are_refused():
         Config(samples=2)
     with pytest.raises(ValueError, match="comparisons must be > 0"):
         Config(comparisons=0)
+    with pytest.raises(ValueError, match="annotators must be > 0"):
+        Config(annotators=0)
 
 
 def test_the_command_is_registered():
