@@ -41,6 +41,18 @@ def test_conversions():
     assert build_config(Toy, {"names": ["r"], "limit": 4}).limit == 4
 
 
+def test_a_repeated_list_flag_keeps_every_item():
+    import argparse
+
+    from nlhf.config import add_config_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, Toy)
+    args = parser.parse_args(["--names", "p", "--names", "q,r", "--steps", "3", "--steps", "4"])
+    assert config_from_args(Toy, args) == Toy(names=["p", "q", "r"], steps=4)
+    assert config_from_args(Toy, parser.parse_args([])).names == ["a", "b"]
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [

@@ -12,8 +12,8 @@ config from three layers, later ones winning:
     nlhf tabular --config configs/tabular.yaml tau=0.05 --steps 2000
 
 Supported field types: ``bool``, ``int``, ``float``, ``str``, ``typing.Literal`` of strings,
-``list[...]`` of those (comma-separated on the command line: ``--games cycle,condorcet``),
-and ``X | None``.
+``list[...]`` of those (comma-separated on the command line: ``--games cycle,condorcet``; a
+list flag given twice keeps the items of both), and ``X | None``.
 """
 
 from __future__ import annotations
@@ -120,6 +120,14 @@ def _default_of(field: dataclasses.Field) -> Any:
     return dataclasses.MISSING
 
 
+class _JoinRepeated(argparse.Action):
+    """A list flag given more than once keeps every item: ``--a x --a y,z`` is ``--a x,y,z``."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        previous = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, values if previous is None else f"{previous},{values}")
+
+
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     """Add ``--config``, one ``--flag`` per dataclass field, and ``key=value`` overrides."""
     hints = _field_types(cls)
@@ -151,7 +159,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
         elif get_origin(inner) is list:
             label = _type_label(get_args(inner)[0])
-            parser.add_argument(flag, metavar=f"{label},...", **kwargs)
+            parser.add_argument(flag, metavar=f"{label},...", action=_JoinRepeated, **kwargs)
         else:
             parser.add_argument(flag, metavar=_type_label(tp), **kwargs)
     example = next(
