@@ -58,6 +58,24 @@ def test_config_checks_labeling_fields_before_training():
         routes.RLHFConfig(labeler="noisy", labeler_options=["nope=1"])
 
 
+@pytest.mark.parametrize("route", [routes.RLHFConfig, routes.NLHFConfig], ids=["rlhf", "nlhf"])
+def test_the_initial_labels_come_from_initial_play_steps_of_the_initial_policy(tmp_path, route):
+    cfg = route(out=str(tmp_path), steps=1, budget=60, initial=60, initial_play=3000, **FAST)
+    _, algorithm = routes.build(cfg)
+    collect, calls = algorithm.runner.collect, []
+
+    def counted(*args, **kwargs):
+        rollout = collect(*args, **kwargs)
+        calls.append(rollout.actions.numel())
+        return rollout
+
+    algorithm.runner.collect = counted
+    algorithm.before_training()
+    assert sum(calls[:-1]) < 3000 <= sum(calls)  # rollouts until 3,000 agent steps, no more
+    assert len(calls) >= 2 and algorithm.labelling.buffer.added == 60
+    algorithm.runner.close()
+
+
 @pytest.mark.parametrize(
     ("config", "steps"),
     [(routes.RLHFConfig, 20), (routes.NLHFConfig, 15)],

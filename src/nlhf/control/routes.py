@@ -67,6 +67,11 @@ class LabelFields:
     )
     budget: int = option(1000, "labels in all over the run (Christiano et al.: 700–5,500)")
     initial: int = option(200, "labels from the initial policy, before the first update")
+    initial_play: int = option(
+        0,
+        "agent steps of the initial policy's play the initial labels are drawn from (0: one "
+        "rollout; on Pong one rollout is the opening serve of every copy, mostly ties)",
+    )
     label_c: float = option(
         C_SMALL, "c of the labelling rate ∝ c/(T + c) at agent step T (Christiano et al.)"
     )
@@ -96,7 +101,7 @@ class LabelFields:
 
     def __post_init__(self) -> None:
         super().__post_init__()  # the trainer's Config after this mixin in the MRO
-        for name in ("budget", "initial"):
+        for name in ("budget", "initial", "initial_play"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be ≥ 0, got {getattr(self, name)}")
         for name in ("chunk", "capacity", "stride", "members", "judge_hidden", "fit_epochs"):
@@ -348,6 +353,15 @@ class Labelling:
         self.started, self.last = bool(state["started"]), dict(state["last"])
 
 
+def initial_rollouts(collect: Any, play: int) -> list[Rollout]:
+    """Rollouts of the initial policy from ``collect()`` until they hold ``play`` agent steps
+    (at least one rollout)."""
+    out = [collect()]
+    while sum(r.actions.numel() for r in out) < play:
+        out.append(collect())
+    return out
+
+
 def _max_steps(runner: Runner) -> int | None:
     spec = runner.envs.envs[0].spec
     return None if spec is None else spec.max_episode_steps
@@ -399,11 +413,14 @@ class RLHF(ppo.PPO):
         self.rollout = rollout
         return super().rewards(rollout)
 
-    def label(self, rollout: Rollout, agent_steps: float) -> None:
+    def label(self, rollouts: list[Rollout], agent_steps: float) -> None:
         cfg = self.config
-        segments, _ = windows(rollout, cfg.label_length(), cfg.stride, self.max_steps, None)
-        if self.labelling.update(segments, _ends(rollout, self.max_steps), agent_steps):
-            self.reward = self.normalized(rollout)
+        segments, ends = [], []
+        for rollout in rollouts:
+            segments += windows(rollout, cfg.label_length(), cfg.stride, self.max_steps, None)[0]
+            ends += _ends(rollout, self.max_steps)
+        if self.labelling.update(segments, ends, agent_steps):
+            self.reward = self.normalized(rollouts[-1])
 
     @torch.no_grad()
     def normalized(self, rollout: Rollout) -> SegmentRewardModel:
@@ -422,14 +439,16 @@ class RLHF(ppo.PPO):
 
     def before_training(self) -> None:
         if not self.labelling.started:  # a fresh run: the initial labels and the first fit
-            rollout = self.runner.collect(
-                policy_actor(self.policy), self.config.n_steps, self.policy.device
-            )
-            self.label(rollout, 0.0)
+            actor, cfg = policy_actor(self.policy), self.config
+
+            def collect() -> Rollout:
+                return self.runner.collect(actor, cfg.n_steps, self.policy.device)
+
+            self.label(initial_rollouts(collect, cfg.initial_play), 0.0)
 
     def update(self, chunks: list[Any], step: int) -> dict[str, float]:
         metrics = super().update(chunks, step)
-        self.label(self.rollout, metrics["agent_steps"])
+        self.label([self.rollout], metrics["agent_steps"])
         return finite({**metrics, **self.labelling.metrics()})
 
     def state_dict(self) -> dict[str, Any]:
@@ -480,22 +499,28 @@ class NLHF(nash.NashMDPG):
         self.rollout = rollout
         return super().judge(rollout)
 
-    def label(self, rollout: Rollout, agent_steps: float) -> None:
-        length = rollout.actions.shape[0]
-        segments, _ = windows(rollout, length, length, self.max_steps, None)
-        self.labelling.update(segments, _ends(rollout, self.max_steps), agent_steps)
+    def label(self, rollouts: list[Rollout], agent_steps: float) -> None:
+        segments, ends = [], []
+        for rollout in rollouts:
+            length = rollout.actions.shape[0]
+            segments += windows(rollout, length, length, self.max_steps, None)[0]
+            ends += _ends(rollout, self.max_steps)
+        self.labelling.update(segments, ends, agent_steps)
 
     def before_training(self) -> None:
-        if not self.labelling.started:
-            self.branch()
-            rollout = self.runner.collect(
-                self.act, self.config.segment_length(), self.policy.device
-            )
-            self.label(rollout, 0.0)
+        if not self.labelling.started:  # the drivers play on between the branches
+
+            def collect() -> Rollout:
+                self.branch()
+                return self.runner.collect(
+                    self.act, self.config.segment_length(), self.policy.device
+                )
+
+            self.label(initial_rollouts(collect, self.config.initial_play), 0.0)
 
     def update(self, chunks: list[Any], step: int) -> dict[str, float]:
         metrics = super().update(chunks, step)
-        self.label(self.rollout, metrics["agent_steps"])
+        self.label([self.rollout], metrics["agent_steps"])
         return finite({**metrics, **self.labelling.metrics()})
 
     def state_dict(self) -> dict[str, Any]:
