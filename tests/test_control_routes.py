@@ -11,7 +11,7 @@ import torch
 pytest.importorskip("gymnasium", reason="the control extra is not installed (nlhf[control])")
 
 import control_train
-from nlhf.config import ConfigError
+from nlhf.config import ConfigError, build_config
 from nlhf.control import routes
 from nlhf.control.rollout import Episode, Rollout
 from online_harness import assert_identical, metrics, saved_tensors
@@ -74,6 +74,39 @@ def test_the_initial_labels_come_from_initial_play_steps_of_the_initial_policy(t
     assert sum(calls[:-1]) < 3000 <= sum(calls)  # rollouts until 3,000 agent steps, no more
     assert len(calls) >= 2 and algorithm.labelling.buffer.added == 60
     algorithm.runner.close()
+
+
+@pytest.mark.parametrize("route", [routes.RLHFConfig, routes.NLHFConfig], ids=["rlhf", "nlhf"])
+def test_the_route_builds_its_judge_with_or_without_the_actions(tmp_path, route):
+    seen = {}
+    for choice in ("auto", "no"):
+        cfg = route(judge_actions=choice, out=str(tmp_path / choice), steps=1, **FAST)
+        _, algorithm = routes.build(cfg)
+        seen[choice] = algorithm.labelling.judge.n_actions
+        algorithm.runner.close()
+    assert seen == {"auto": 2, "no": 0}  # CartPole's two actions, one-hot, or none
+
+
+def test_on_atari_and_minatar_the_judge_sees_observations_only_unless_asked():
+    """On Atari a judge that sees actions gives PPO a per-action bias to lock onto (FIRE half
+    of the time after 250k agent steps of Pong), so there it sees observations only."""
+    for env in ("ALE/Pong-v5", "MinAtar/Breakout-v1"):
+        assert routes.RLHFConfig(env=env).judge_action_count(6) == 0
+        assert routes.NLHFConfig(env=env, judge_actions="yes").judge_action_count(6) == 6
+    assert routes.RLHFConfig(env="CartPole-v1").judge_action_count(2) == 2
+    with pytest.raises(ConfigError, match="judge_actions"):
+        build_config(routes.RLHFConfig, {"judge_actions": "maybe"})
+
+
+def test_a_judge_without_actions_scores_every_action_alike():
+    from nlhf.control.reward_model import SegmentRewardModel
+
+    torch.manual_seed(0)
+    model = SegmentRewardModel(obs_dim=6, n_actions=0)
+    obs = torch.randn(5, 6)
+    rewards = [model.step_rewards(obs, torch.full((5,), a)) for a in range(6)]
+    assert all(torch.equal(rewards[0], r) for r in rewards[1:])
+    assert rewards[0].std() > 0  # it still reads the observations
 
 
 @pytest.mark.parametrize(

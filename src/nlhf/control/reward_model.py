@@ -36,7 +36,10 @@ from nlhf.losses import preference_loss, random_answer_logit
 
 
 def step_inputs(obs: torch.Tensor, actions: torch.Tensor, n_actions: int) -> torch.Tensor:
-    """[..., obs_dim + n_actions]: the observation features and the one-hot action."""
+    """[..., obs_dim + n_actions]: the observation features and the one-hot action (the
+    features alone when ``n_actions`` is 0: a judge that does not see the actions)."""
+    if n_actions == 0:
+        return obs.to(torch.float32)
     onehot = F.one_hot(actions.long(), n_actions).to(torch.float32)
     return torch.cat([obs.to(torch.float32), onehot], dim=-1)
 

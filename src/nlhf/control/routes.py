@@ -27,6 +27,7 @@ import copy
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -85,6 +86,12 @@ class LabelFields:
     stride: int = option(5, "the RLHF route starts a segment every this many rollout steps")
     members: int = option(1, "ensemble members of the reward or preference model")
     judge_hidden: int = option(64, "width of the judge's two hidden layers")
+    judge_actions: Literal["auto", "yes", "no"] = option(
+        "auto",
+        "whether the judge sees each step's action beside its observation (auto: no on Atari "
+        "and MinAtar, as Christiano et al.'s Atari reward network; yes elsewhere, as their "
+        "MuJoCo one)",
+    )
     fit_epochs: int = option(20, "epochs of each refit, warm-started from the last fit")
     fit_lr: float = option(1e-3, "AdamW learning rate of the judge's fit")
     reward_std: float = option(
@@ -118,6 +125,12 @@ class LabelFields:
         if self.segment:
             return self.segment
         return 25 if is_atari(self.env) or is_minatar(self.env) else 50
+
+    def judge_action_count(self, n_actions: int) -> int:
+        """The judge's action inputs: ``n_actions`` (one-hot) or 0 (observations only)."""
+        if self.judge_actions == "auto":
+            return 0 if is_atari(self.env) or is_minatar(self.env) else n_actions
+        return n_actions if self.judge_actions == "yes" else 0
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:
@@ -290,6 +303,23 @@ class Labelling:
         f = self.fields
         return labels_due(agent_steps, f.budget, f.initial, f.label_c, self.horizon)
 
+    def offer(
+        self,
+        rollouts: list[Rollout],
+        agent_steps: float,
+        length: int | None = None,
+        stride: int | None = None,
+    ) -> bool:
+        """:meth:`update` with the windows of ``length`` steps every ``stride`` steps of each
+        copy of each rollout (None: the whole rollout is one window) and their end states."""
+        segments, ends = [], []
+        for rollout in rollouts:
+            steps = rollout.actions.shape[0]
+            cut = windows(rollout, length or steps, stride or steps, self.max_steps, None)
+            segments += cut[0]
+            ends += _ends(rollout, self.max_steps)
+        return self.update(segments, ends, agent_steps)
+
     def update(self, segments: list[Segment], ends: list[np.ndarray], agent_steps: float) -> bool:
         """Label and refit when enough labels are due; True when the judge changed."""
         self.started = True
@@ -353,7 +383,7 @@ class Labelling:
         self.started, self.last = bool(state["started"]), dict(state["last"])
 
 
-def initial_rollouts(collect: Any, play: int) -> list[Rollout]:
+def initial_rollouts(collect: Callable[[], Rollout], play: int) -> list[Rollout]:
     """Rollouts of the initial policy from ``collect()`` until they hold ``play`` agent steps
     (at least one rollout)."""
     out = [collect()]
@@ -397,9 +427,8 @@ class RLHF(ppo.PPO):
         super().__init__(trainer, config, reward_fn=self.learned_reward)
         spec = self.runner.spec
         torch.manual_seed(config.seed + 1)
-        model = SegmentRewardModel(
-            spec.obs_dim, spec.n_actions, config.judge_hidden, config.members
-        )
+        actions = config.judge_action_count(spec.n_actions)
+        model = SegmentRewardModel(spec.obs_dim, actions, config.judge_hidden, config.members)
         horizon = config.steps * config.n_envs * config.n_steps
         self.max_steps = _max_steps(self.runner)
         self.labelling = Labelling(config, model, horizon, self.max_steps)
@@ -414,12 +443,8 @@ class RLHF(ppo.PPO):
         return super().rewards(rollout)
 
     def label(self, rollouts: list[Rollout], agent_steps: float) -> None:
-        cfg = self.config
-        segments, ends = [], []
-        for rollout in rollouts:
-            segments += windows(rollout, cfg.label_length(), cfg.stride, self.max_steps, None)[0]
-            ends += _ends(rollout, self.max_steps)
-        if self.labelling.update(segments, ends, agent_steps):
+        length, stride = self.config.label_length(), self.config.stride
+        if self.labelling.offer(rollouts, agent_steps, length, stride):
             self.reward = self.normalized(rollouts[-1])
 
     @torch.no_grad()
@@ -484,9 +509,8 @@ class NLHF(nash.NashMDPG):
         super().__init__(trainer, config, prefer=self.judged)
         spec = self.runner.spec
         torch.manual_seed(config.seed + 1)
-        model = SegmentPreferenceModel(
-            spec.obs_dim, spec.n_actions, config.judge_hidden, config.members
-        )
+        actions = config.judge_action_count(spec.n_actions)
+        model = SegmentPreferenceModel(spec.obs_dim, actions, config.judge_hidden, config.members)
         horizon = config.steps * config.states * self.group * config.segment_length()
         self.max_steps = _max_steps(self.runner)
         self.labelling = Labelling(config, model, horizon, self.max_steps)
@@ -500,12 +524,7 @@ class NLHF(nash.NashMDPG):
         return super().judge(rollout)
 
     def label(self, rollouts: list[Rollout], agent_steps: float) -> None:
-        segments, ends = [], []
-        for rollout in rollouts:
-            length = rollout.actions.shape[0]
-            segments += windows(rollout, length, length, self.max_steps, None)[0]
-            ends += _ends(rollout, self.max_steps)
-        self.labelling.update(segments, ends, agent_steps)
+        self.labelling.offer(rollouts, agent_steps)  # each continuation is one segment
 
     def before_training(self) -> None:
         if not self.labelling.started:  # the drivers play on between the branches
