@@ -3,7 +3,7 @@
     .venv/bin/python bench/pong.py --route ppo                 # true reward, sticky 0, 15 min
     .venv/bin/python bench/pong.py --route ppo --sticky 0.25   # ale-py v5's sticky actions
     .venv/bin/python bench/pong.py --route rlhf --minutes 45 \
-        --trainer budget=3000,initial=500,label_c=5e6,initial_play=25000
+        --trainer budget=6000,initial=1000,label_c=1e6,initial_play=50000,chunk=100
     .venv/bin/python bench/pong.py --table                     # README table from the results
 
 Each run trains one policy with one torch thread (pin it with ``taskset -c N`` to run two at

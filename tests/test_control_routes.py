@@ -38,7 +38,7 @@ def test_windows_continue_an_ended_episode_and_skip_a_time_limit():
         next_obs=torch.zeros(2, 2), finished=[Episode(0, 0, 2.0, 2), Episode(1, 1, 3.0, 3)],
         final_obs={(1, 0): torch.tensor([-1.0, -2.0]), (2, 1): torch.tensor([-3.0, -4.0])},
     )  # fmt: skip
-    segments, ended = routes.windows(rollout, 3, 1, max_steps=3, copies=None)
+    segments, ended = routes.windows(rollout, 3, 1, max_steps=3)
     # copy 0: start 0 ends at t=1 → padded; start 1 too; starts 2, 3 run past the rollout
     # copy 1: starts 0–2 meet the time limit, start 3 runs past the end
     assert [(s.episode, s.start) for s in segments] == [(0, 0), (0, 1)] and ended == [True, True]

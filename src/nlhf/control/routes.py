@@ -168,16 +168,16 @@ def episode_truncated(rollout: Rollout, max_steps: int | None) -> dict[tuple[int
 
 
 def windows(
-    rollout: Rollout, length: int, stride: int, max_steps: int | None, copies: list[int] | None
+    rollout: Rollout, length: int, stride: int, max_steps: int | None
 ) -> tuple[list[Segment], list[bool]]:
-    """Segments of ``length`` steps starting every ``stride`` steps of each copy (all copies when
-    None), and whether each ends its episode.  A segment in which its episode terminates goes on
+    """Segments of ``length`` steps starting every ``stride`` steps of each copy, and whether
+    each ends its episode.  A segment in which its episode terminates goes on
     in the end state (action 0, reward 0); one cut by a time limit or by the rollout's end is
     left out."""
     steps = rollout.actions.shape[0]
     truncated = episode_truncated(rollout, max_steps)
     out, ended = [], []
-    for n in copies if copies is not None else range(rollout.actions.shape[1]):
+    for n in range(rollout.actions.shape[1]):
         done = rollout.dones[:, n].numpy()
         for t0 in range(0, steps, stride):
             stop = min(t0 + length, steps)
@@ -315,7 +315,7 @@ class Labelling:
         segments, ends = [], []
         for rollout in rollouts:
             steps = rollout.actions.shape[0]
-            cut = windows(rollout, length or steps, stride or steps, self.max_steps, None)
+            cut = windows(rollout, length or steps, stride or steps, self.max_steps)
             segments += cut[0]
             ends += _ends(rollout, self.max_steps)
         return self.update(segments, ends, agent_steps)
