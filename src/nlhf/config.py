@@ -44,6 +44,22 @@ class ConfigError(UserError, ValueError):
     """A config value or file that cannot be used; the message says where and why."""
 
 
+class Checked:
+    """Base of every config and config mixin: validation is one rule.
+
+    A class checks its own fields in ``check(self)`` and never calls another class's check;
+    ``__post_init__`` runs every ``check`` defined along the MRO exactly once, bases first, so
+    a config built from mixins runs all of their checks whether it is made in code or from
+    the command line.  No config defines ``__post_init__`` itself.
+    """
+
+    def __post_init__(self) -> None:
+        for cls in reversed(type(self).__mro__):
+            check = cls.__dict__.get("check")
+            if check is not None:
+                check(self)
+
+
 def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
