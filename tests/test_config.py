@@ -70,10 +70,10 @@ def test_errors_name_the_field(values, message):
 
 
 def _leaf_paths(commands, prefix=()):
-    from nlhf.cli import Group
+    from nlhf.cli import CommandGroup
 
     for name, cmd in commands.items():
-        if isinstance(cmd, Group):
+        if isinstance(cmd, CommandGroup):
             yield from _leaf_paths(cmd.commands, (*prefix, name))
         else:
             yield (*prefix, name)

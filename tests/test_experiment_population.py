@@ -207,10 +207,10 @@ def test_bad_options_are_refused():
 
 
 def test_the_command_is_registered():
-    from nlhf.cli import COMMANDS, Command, Group, build_parser
+    from nlhf.cli import COMMANDS, Command, CommandGroup, build_parser
 
     group = COMMANDS["experiment"]
-    assert isinstance(group, Group)
+    assert isinstance(group, CommandGroup)
     command = group.commands["population"]
     assert isinstance(command, Command) and command.module == "nlhf.experiment.run"
     parser = build_parser(["experiment", "population"])

@@ -43,20 +43,20 @@ class Command:
 
 
 @dataclass(frozen=True)
-class Group:
+class CommandGroup:
     """A command with sub-commands of its own (e.g. ``nlhf train <algorithm>``)."""
 
     help: str
-    commands: dict[str, Command | Group] = field(default_factory=dict)
+    commands: dict[str, Command | CommandGroup] = field(default_factory=dict)
 
 
-COMMANDS: dict[str, Command | Group] = {
+COMMANDS: dict[str, Command | CommandGroup] = {
     "demo": Command(
         "nlhf.demo.run",
         "The main job: RLHF-PPO against Nash-MD-PG on SmolLM2 with judges trained on IMDB "
         "labels, a tournament under VADER and the preference model, report.md.",
     ),
-    "experiment": Group(
+    "experiment": CommandGroup(
         "Experiments beyond the demo, each with resumable stages and a report.md.",
         {
             "population": Command(
@@ -67,7 +67,7 @@ COMMANDS: dict[str, Command | Group] = {
             ),
         },
     ),
-    "train": Group(
+    "train": CommandGroup(
         "Train a judge or a policy (reward and preference models; Nash-MD-PG, DPO/IPO, SFT…).",
         {
             "reward-model": Command(
@@ -160,7 +160,7 @@ COMMANDS: dict[str, Command | Group] = {
         "Tournament among policies: k × k win rates P(row ≻ column) with 95% intervals, "
         "KL to the reference, judge scores, where two judges disagree; markdown + heat map.",
     ),
-    "judge": Group(
+    "judge": CommandGroup(
         "Judges on their own: check one on labelled pairs before optimizing against it, or "
         "serve one over HTTP to several trainers.",
         {
@@ -176,7 +176,7 @@ COMMANDS: dict[str, Command | Group] = {
             ),
         },
     ),
-    "label": Group(
+    "label": CommandGroup(
         "Human feedback: a pairwise labeling web app and its preference-dataset export.",
         {
             "serve": Command(
@@ -198,7 +198,7 @@ COMMANDS: dict[str, Command | Group] = {
             ),
         },
     ),
-    "control": Group(
+    "control": CommandGroup(
         "Preference-based control in gymnasium games (pip install 'nlhf[control]'): RLHF and "
         "NLHF routes from segment labels, their evaluation and a CartPole demo.",
         {
@@ -229,7 +229,7 @@ COMMANDS: dict[str, Command | Group] = {
 
 def _build(
     parser: argparse.ArgumentParser,
-    commands: dict[str, Command | Group],
+    commands: dict[str, Command | CommandGroup],
     path: list[str],
     depth: int = 0,
 ) -> None:
@@ -238,7 +238,7 @@ def _build(
         text = cmd.help.replace("%", "%%")  # argparse formats help strings with %
         child = sub.add_parser(name, help=text, description=text)
         selected = len(path) > depth and path[depth] == name
-        if isinstance(cmd, Group):
+        if isinstance(cmd, CommandGroup):
             _build(child, cmd.commands, path if selected else [], depth + 1)
         elif selected:
             module = cmd.load()
@@ -260,7 +260,7 @@ def _selected_path(argv: list[str]) -> list[str]:
         if cmd is None:
             break
         path.append(token)
-        if not isinstance(cmd, Group):
+        if not isinstance(cmd, CommandGroup):
             break
         level = cmd.commands
     return path

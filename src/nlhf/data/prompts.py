@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nlhf.config import ConfigError, option
+from nlhf.config import Checked, option
 from nlhf.data.chat import render_prompt
 from nlhf.data.hh import load_hh_harmless
 from nlhf.data.loader import check_source, load_prompts
@@ -30,7 +30,7 @@ PROMPT_SETS = ("imdb", "hh")
 
 
 @dataclass
-class PromptFields:
+class PromptFields(Checked):
     """The options that choose the prompts and how they are rendered."""
 
     prompts: str = option(
@@ -41,6 +41,10 @@ class PromptFields:
         False, "render prompts with the tokenizer's chat template (else plain continuation)"
     )
 
+    def check(self) -> None:
+        if self.prompt_words < 1:
+            raise ValueError(f"prompt_words must be ≥ 1, got {self.prompt_words}")
+
 
 def load_prompt_texts(fields: PromptFields, seed: int, tokenizer: Any = None) -> list[str]:
     """The prompt pool as model-input texts (see the module docstring); ``seed`` orders the
@@ -49,10 +53,7 @@ def load_prompt_texts(fields: PromptFields, seed: int, tokenizer: Any = None) ->
     if fields.prompts == "imdb":
         from nlhf.data.movie_reviews import review_prompts
 
-        try:
-            prompts = review_prompts(words=fields.prompt_words, seed=seed)
-        except ValueError as exc:  # prompt_words < 1
-            raise ConfigError(f"prompts imdb (prompt_words={fields.prompt_words}): {exc}") from None
+        prompts = review_prompts(words=fields.prompt_words, seed=seed)
     elif fields.prompts == "hh":
         prompts = [pair.prompt for pair in load_hh_harmless()]
     else:

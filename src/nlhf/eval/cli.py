@@ -53,8 +53,7 @@ class Config(Sampling, PromptFields, JudgeFields):
     )
     progress: bool = option(True, "show progress bars")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         if len(self.policies) < 2:
             raise ValueError(f"policies: give at least 2, got {self.policies}")
         if not self.judges:

@@ -28,12 +28,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nlhf.config import option
+from nlhf.config import Checked, option
 from nlhf.eval.entrants import Entrant, same_model, same_vocabulary
 
 
 @dataclass
-class Sampling:
+class Sampling(Checked):
     """How completions are drawn."""
 
     samples_per_prompt: int = option(4, "completions sampled per prompt and policy")
@@ -46,7 +46,7 @@ class Sampling:
         "float32", "dtype of the policy weights (log-probs are computed in float32)"
     )
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         for name in ("samples_per_prompt", "max_new_tokens", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")

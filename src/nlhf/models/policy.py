@@ -31,7 +31,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from nlhf.config import ConfigError, option
+from nlhf.config import Checked, ConfigError, option
 from nlhf.models.activations import fuse_gelu
 from nlhf.models.lm import AdapterDisabled, is_peft_model, load_causal_lm, model_device
 from nlhf.models.logprobs import completion_logprobs
@@ -68,7 +68,7 @@ def resolve_dtype(name: str) -> str:
 
 
 @dataclass
-class PolicyConfig:
+class PolicyConfig(Checked):
     """How to load the policy and whether to train it through a LoRA adapter."""
 
     model: str = option(
@@ -98,7 +98,7 @@ class PolicyConfig:
         "sampler's (standard for RL fine-tuning)",
     )
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.lora_r < 0:
             raise ValueError(f"lora_r must be ≥ 0, got {self.lora_r}")
         if not 0.0 <= self.lora_dropout < 1.0:

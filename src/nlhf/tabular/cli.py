@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 from tqdm.auto import tqdm
 
-from nlhf.config import option, to_dict
+from nlhf.config import Checked, option, to_dict
 from nlhf.files import atomic_write_json, atomic_write_text, check_folder_option
 from nlhf.tabular.experiment import ALGORITHMS, compare, rlhf_gap, rlhf_sweep
 from nlhf.tabular.games import GAMES, make_game, reference_policy
@@ -31,7 +31,7 @@ from nlhf.tabular.report import game_table, plot_kl, rlhf_table, sweep_table
 
 
 @dataclass
-class Config:
+class Config(Checked):
     """Tabular NLHF lab: exact regularized Nash equilibria, learning dynamics and RLHF on
     matrix preference games P[i, j] = P(i ≻ j).  Writes summary.json, report.md and kl.png."""
 
@@ -64,7 +64,7 @@ class Config:
     out: str = option("runs/tabular", "output folder")
     progress: bool = option(True, "show progress bars")
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         unknown = [g for g in self.games if g not in GAMES]
         if unknown:
             raise ValueError(f"unknown game(s) {unknown}; choose from {', '.join(GAMES)}")

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from nlhf.config import option, to_dict
+from nlhf.config import Checked, option, to_dict
 from nlhf.files import atomic_write_json, check_folder_option, write_folder_atomically
 from nlhf.train import sharding
 from nlhf.train.checkpoint import FIX, Checkpointer, CheckpointError, check_fits
@@ -49,7 +49,7 @@ SHOWN = ("loss", "win_rate", "kl", "reward", "reward_accuracy", "accuracy")
 
 
 @dataclass
-class TrainFields:
+class TrainFields(Checked):
     """The options of the loop itself, shared by every trainer."""
 
     optimizer: OptimizerName = option(
@@ -78,7 +78,7 @@ class TrainFields:
     project: str = option("nlhf", "the trackers' project name (the run is named after --out)")
     progress: bool = option(True, "show a progress bar")
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         check_tracker_names(self.report_to)
         check_folder_option("out", self.out)
         if not (math.isfinite(self.lr) and self.lr > 0):

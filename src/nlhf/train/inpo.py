@@ -52,9 +52,7 @@ class Config(OnlineConfig, IterationFields):
         0.1, "τ ≤ η: KL(π‖π_ref) weight; the mixture weight of π_ref is τ/η (the paper: η/3)"
     )
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.check_iteration()
+    def check(self) -> None:
         if self.samples < 2 or self.samples & (self.samples - 1):
             raise ValueError(f"samples must be a power of 2, at least 2; got {self.samples}")
         if self.eta <= 0 or not 0 <= self.tau <= self.eta:

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from nlhf.config import option
+from nlhf.config import Checked, option
 from nlhf.train.core import Algorithm
 
 SETUP = ("sample_seconds", "judge_seconds")
@@ -43,7 +43,7 @@ class Prepared:
 
 
 @dataclass
-class IterationFields:
+class IterationFields(Checked):
     """The regime: fully online, or batched iterations against a frozen π_t."""
 
     iteration_steps: int = option(
@@ -56,7 +56,7 @@ class IterationFields:
         1, "passes over each iteration's prepared batches (batched-iterative regime only)"
     )
 
-    def check_iteration(self) -> None:
+    def check(self) -> None:
         if self.iteration_steps < 0 or self.iteration_epochs < 1:
             raise ValueError(
                 "iteration_steps must be ≥ 0 and iteration_epochs ≥ 1, got "

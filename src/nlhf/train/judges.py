@@ -70,9 +70,7 @@ class JudgeTrainConfig(TrainFields, DataFields):
     )
     checkpoint_every: int = option(50, "save a resumable checkpoint every this many steps")
 
-    def __post_init__(self) -> None:
-        TrainFields.__post_init__(self)
-        DataFields.__post_init__(self)
+    def check(self) -> None:
         if self.max_length < 1:
             raise ValueError(f"max_length must be ≥ 1, got {self.max_length}")
 

@@ -53,8 +53,7 @@ class Config(OnlineConfig):
         "roughly the last 100 steps",
     )
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         if self.tau < 0:
             raise ValueError(f"tau must be ≥ 0, got {self.tau}")
         if not 0.0 <= self.ema_decay <= 1.0:

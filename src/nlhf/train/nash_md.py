@@ -52,8 +52,7 @@ class Config(OnlineConfig):
         0.125, "mixture coefficient β of the opponent π^{1−β}μ^β (0: self-play, 1: vs μ)"
     )
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         if self.tau < 0:
             raise ValueError(f"tau must be ≥ 0, got {self.tau}")
         if not 0.0 <= self.beta <= 1.0:

@@ -55,8 +55,7 @@ class Config(OnlineConfig):
         1, "optimizer steps (each with a fresh rollout) per proximal step, look-ahead and update"
     )
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         if self.extragradient or self.optimistic:
             raise ValueError(
                 "extragradient, optimistic: not for this trainer (Nash-MP has its own "

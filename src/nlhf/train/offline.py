@@ -62,10 +62,7 @@ class OfflineConfig(TrainFields, PolicyFields, DataFields):
     out: str = option("runs/offline", "output folder: metrics.jsonl, metrics.json, policy/")
     checkpoint_every: int = option(50, "save a resumable checkpoint every this many steps")
 
-    def __post_init__(self) -> None:
-        TrainFields.__post_init__(self)
-        PolicyFields.__post_init__(self)
-        DataFields.__post_init__(self)
+    def check(self) -> None:
         for name in ("max_prompt_length", "max_completion_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -79,8 +76,7 @@ class PairConfig(OfflineConfig):
         0.1, "β: DPO's implicit-reward temperature, IPO's regularization (TRL DPOConfig.beta)"
     )
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         if self.beta <= 0:
             raise ValueError(f"beta must be > 0, got {self.beta}")
 

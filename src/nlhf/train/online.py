@@ -63,9 +63,7 @@ class OnlineConfig(TrainFields, PolicyFields, PromptFields, JudgeFields):
     temperature: float = option(1.0, "sampling temperature (1: sample the policy itself)")
     out: str = option("runs/online", "output folder: metrics.jsonl, checkpoints/, policy/")
 
-    def __post_init__(self) -> None:
-        TrainFields.__post_init__(self)
-        PolicyFields.__post_init__(self)
+    def check(self) -> None:
         if (self.extragradient or self.optimistic) and self.fsdp:
             raise ValueError("extragradient and optimistic do not run with fsdp=true yet")
         if self.extragradient and self.optimistic:

@@ -52,8 +52,7 @@ class Config(OnlineConfig):
         "hard", "hard: the judge's pick (ties dropped); soft: P(y_w ≻ y_l) as the target"
     )
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         if self.beta <= 0:
             raise ValueError(f"beta must be > 0, got {self.beta}")
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from nlhf import data
-from nlhf.config import ConfigError, option, to_dict
+from nlhf.config import Checked, ConfigError, option, to_dict
 from nlhf.data.errors import DataError
 from nlhf.data.loader import check_source
 from nlhf.data.movie_reviews import review_pairs
@@ -40,7 +40,7 @@ DATA_SETS = ("hh", "imdb")
 
 
 @dataclass
-class DataFields:
+class DataFields(Checked):
     """Which pairs to train on, how many passes, and how to evaluate."""
 
     data: str = option(
@@ -61,7 +61,7 @@ class DataFields:
     eval_every: int = option(0, "evaluate on the held-out set every this many steps (0: at end)")
     eval_batch_size: int = option(16, "examples per forward during evaluation")
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if not 0 < self.held_out < 1:
             raise ValueError(f"held_out must lie in (0, 1), got {self.held_out}")
         for name in ("epochs", "batch_size", "eval_batch_size"):

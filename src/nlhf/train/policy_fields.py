@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from nlhf.config import option
+from nlhf.config import Checked, option
 from nlhf.models.policy import LORA_ALPHA, LORA_TARGET_MODULES
 
 
 @dataclass
-class PolicyFields:
+class PolicyFields(Checked):
     """The policy to train and how: the model, its LoRA adapter, the base weights' dtype and
     whether it is sharded over the processes."""
 
@@ -44,7 +44,7 @@ class PolicyFields:
         "each decoder layer, then the whole model); needs several processes (accelerate launch)",
     )
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.lora_r < 0:
             raise ValueError(f"lora_r must be ≥ 0, got {self.lora_r}")
         if self.dtype != "float32" and self.lora_r == 0:

@@ -96,8 +96,7 @@ class Config(OnlineConfig):
         "detached: it trains the value head alone",
     )
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         if self.extragradient or self.optimistic:
             raise ValueError(
                 "extragradient, optimistic: not for this trainer (PPO takes its own epochs of "

@@ -27,8 +27,7 @@ class Config(JudgeTrainConfig):
     out: str = option("runs/preference-model", "output folder: model/, metrics.json, metrics.jsonl")
     rank: int = option(8, "dimension of the skew-symmetric interaction (0: Bradley–Terry)")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         if self.rank < 0:
             raise ValueError(f"rank must be ≥ 0, got {self.rank}")
 

@@ -47,9 +47,7 @@ class Config(OnlineConfig, IterationFields):
         "over three data iterations; an online step needs a smaller one)",
     )
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.check_iteration()
+    def check(self) -> None:
         if self.samples < 2:
             raise ValueError(f"samples must be ≥ 2, got {self.samples}")
         if self.eta <= 0:

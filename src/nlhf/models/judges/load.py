@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from nlhf.config import option
+from nlhf.config import Checked, option
 from nlhf.models.errors import ModelError
 from nlhf.models.judges.base import FunctionJudge, Judge, JudgeOptions, LexiconJudge
 from nlhf.models.judges.cache import cached
@@ -36,7 +36,7 @@ JUDGE_HELP = (
 
 
 @dataclass
-class JudgeFields:
+class JudgeFields(Checked):
     """How the judge runs and reads its input (see ``nlhf.models.judges``)."""
 
     judge_device: str = option("cpu", "device of the judge: cpu, cuda, cuda:1, mps, auto")
@@ -64,7 +64,7 @@ class JudgeFields:
         "pairwise judge's P (0: none; against the length growth of preference optimization)",
     )
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.judge_batch_size < 1 or self.judge_max_length < 16:
             raise ValueError("judge_batch_size must be ≥ 1 and judge_max_length ≥ 16")
         from nlhf.models.lm import DTYPES
