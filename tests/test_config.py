@@ -1,16 +1,19 @@
 """Dataclass configs: YAML files, flags and key=value overrides, with errors that say where."""
 
+import dataclasses
+import itertools
+import typing
 from dataclasses import dataclass
 from typing import Literal
 
 import pytest
 
 from nlhf.cli import build_parser, main
-from nlhf.config import ConfigError, build_config, option
+from nlhf.config import Checked, ConfigError, build_config, option
 
 
 @dataclass
-class Toy:
+class Toy(Checked):
     """A toy config."""
 
     rate: float = option(0.5, "a float")
@@ -20,7 +23,7 @@ class Toy:
     flag: bool = option(False, "a switch")
     limit: int | None = option(None, "optional int")
 
-    def __post_init__(self):
+    def check(self):
         if self.rate < 0:
             raise ValueError(f"rate must be ≥ 0, got {self.rate}")
 
@@ -62,6 +65,13 @@ def test_a_repeated_list_flag_keeps_every_item():
         ({"flag": "maybe"}, r"flag: 'maybe' is not a boolean"),
         ({"nope": 1}, r"unknown field 'nope' for Toy"),
         ({"rate": -1}, r"rate must be ≥ 0"),
+        ({"rate": "nan"}, r"cfg.yaml: rate: 'nan' is not a finite number"),
+        ({"rate": float("inf")}, r"cfg.yaml: rate: inf is not a finite number"),
+        ({"mode": ["x"]}, r"cfg.yaml: mode: expected \{x,y\}, got a list"),
+        ({"rate": {"a": 1}}, r"cfg.yaml: rate: expected float, got a dict"),
+        ({"steps": True}, r"cfg.yaml: steps: expected int, got a bool True"),
+        ({"names": [[1]]}, r"cfg.yaml: names: expected str, got a list \[1\]"),
+        ({"flag": None}, r"cfg.yaml: flag: expected bool, got null"),
     ],
 )
 def test_errors_name_the_field(values, message):
@@ -138,3 +148,41 @@ def test_unknown_flags_are_still_refused(capsys):
         main(["tabular", "tau=0.1", "--no-such-flag"])
     assert exc.value.code == 2
     assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err
+
+
+def _float_options():
+    """(command words, field name) of every float option of every command."""
+    from nlhf.cli import COMMANDS
+
+    for path in _leaf_paths(COMMANDS):
+        command = COMMANDS
+        for word in path:
+            command = command[word] if isinstance(command, dict) else command.commands[word]
+        config_class = command.config_class(command.load())
+        hints = typing.get_type_hints(config_class)
+        for field in dataclasses.fields(config_class):
+            if float in {hints[field.name], *typing.get_args(hints[field.name])}:
+                yield path, field.name
+
+
+def test_every_float_option_of_every_command_refuses_a_number_that_is_not_finite(capsys):
+    options = list(_float_options())
+    assert (("train", "nash-md"), "judge_length_penalty") in options
+    for (path, name), value in zip(options, itertools.cycle(["nan", "inf", "-inf", "1e999"])):
+        assert main([*path, f"{name}={value}"]) == 2, (path, name)
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.endswith(f"{name}: {value!r} is not a finite number"), line
+
+
+def test_a_yaml_value_of_the_wrong_type_is_refused_naming_the_file_and_key(tmp_path, capsys):
+    config = tmp_path / "lab.yaml"
+    for text in ("out: [1, 2]\n", "tau: {a: 1}\n", "games: [[cycle]]\n", "out:\n"):
+        config.write_text(text)
+        assert main(["tabular", "--config", str(config)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.partition(": error: ")[2] for line in lines] == [
+        f"{config}: out: expected str, got a list [1, 2]",
+        f"{config}: tau: expected float, got a dict {{'a': 1}}",
+        f"{config}: games: expected str, got a list ['cycle']",
+        f"{config}: out: expected str, got null",
+    ]

@@ -13,13 +13,16 @@ config from three layers, later ones winning:
 
 Supported field types: ``bool``, ``int``, ``float``, ``str``, ``typing.Literal`` of strings,
 ``list[...]`` of those (comma-separated on the command line: ``--games cycle,condorcet``; a
-list flag given twice keeps the items of both), and ``X | None``.
+list flag given twice keeps the items of both), and ``X | None``.  A value must fit its field:
+a YAML list, mapping or null where one value belongs, a boolean where a number belongs and a
+float that is not finite (nan, inf) are errors naming the file or flag and the key.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -74,7 +77,12 @@ def _strip_optional(tp: Any) -> tuple[Any, bool]:
 
 
 def _parse_scalar(tp: Any, raw: Any, name: str) -> Any:
-    """Convert ``raw`` (a string from the command line or a YAML value) to ``tp``."""
+    """Convert ``raw`` (a string from the command line or a YAML value) to ``tp``; a YAML
+    list, mapping or null where one value belongs, a boolean where a number belongs and a
+    float that is not finite are refused."""
+    if not isinstance(raw, str | int | float) or (isinstance(raw, bool) and tp in (int, float)):
+        got = "null" if raw is None else f"a {type(raw).__name__} {raw!r}"
+        raise ConfigError(f"{name}: expected {_type_label(tp).lower()}, got {got}")
     if get_origin(tp) is Literal:
         choices = get_args(tp)
         if raw not in choices:
@@ -93,9 +101,12 @@ def _parse_scalar(tp: Any, raw: Any, name: str) -> Any:
         if tp is int and isinstance(raw, float) and not raw.is_integer():
             raise ConfigError(f"{name}: {raw!r} is not an integer")
         try:
-            return tp(raw)
+            value = tp(raw)
         except (TypeError, ValueError):
             raise ConfigError(f"{name}: {raw!r} is not a valid {tp.__name__}") from None
+        if tp is float and not math.isfinite(value):
+            raise ConfigError(f"{name}: {raw!r} is not a finite number")
+        return value
     raise ConfigError(f"{name}: unsupported field type {tp!r}")
 
 
