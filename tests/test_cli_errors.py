@@ -212,6 +212,11 @@ CASES = {
         [*ONLINE, "--judge", "{pm}"],
         ["PPO needs a scalar reward"],
     ),
+    "step-rule-the-trainer-cannot-take": (  # one refusal for every trainer (Algorithm)
+        "train ppo",
+        [*ONLINE, "--judge", "vader", "step_rule=optimistic"],
+        ["step_rule=optimistic: PPO takes plain only"],
+    ),
     "prompts-neither-a-set-nor-a-file": (  # FileNotFoundError without .filename
         "train nash-md",
         [*ONLINE, "--prompts", "nope"],
@@ -267,7 +272,7 @@ CASES = {
     "tabular-infinite-tau": (  # ValueError from the solver
         "tabular",
         [*TABULAR, "tau=inf"],
-        ["tau must be a finite number > 0"],
+        ["tau: 'inf' is not a finite number"],
     ),
     "tabular-out-is-a-file": (  # message only: "File exists: …" after every game ran
         "tabular",

@@ -29,8 +29,6 @@ def test_config_refuses_bad_values():
     for field, value in (("samples", 1), ("eta", 0.0), ("min_margin", 1.0), ("replay", -1.0)):
         with pytest.raises(ValueError, match=field):
             dno.Config(**{field: value})
-    with pytest.raises(ValueError, match="extragradient"):
-        dno.Config(extragradient=True)
 
 
 def test_one_step_moves_every_weight_and_logs_every_documented_metric(tmp_path):

@@ -271,17 +271,14 @@ def test_optimism_steps_from_theta_with_the_gradient_at_the_prediction(tmp_path)
     assert float(point.detach().norm()) < float(plain_point.detach().norm())
 
 
-def test_extragradient_runs_an_online_trainer_and_refuses_where_it_cannot(tmp_path):
+def test_the_extragradient_rule_runs_an_online_trainer(tmp_path):
     import tiny_train
-    from nlhf.train import nash_md, nash_mp, ppo
+    from nlhf.train import nash_md
 
     trainer, config = tiny_train.make(
-        "nash-md", str(tmp_path / "eg"), ["steps=2", "extragradient=true"]
+        "nash-md", str(tmp_path / "eg"), ["steps=2", "step_rule=extragradient"]
     )
     before = [p.detach().clone() for p in trainer.params]
     last = trainer.run(nash_md.NashMDPG(trainer, config), "nash-md")
     assert math.isfinite(last["loss"]) and last["grad_norm"] > 0
     assert any(not torch.equal(a, b.detach()) for a, b in zip(before, trainer.params, strict=True))
-    for module in (nash_mp, ppo):
-        with pytest.raises(ValueError, match="extragradient"):
-            module.Config(extragradient=True)

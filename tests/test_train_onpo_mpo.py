@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tiny_train
-from nlhf.train import inpo, nash_md, nash_mp, online_dpo, ppo
+from nlhf.train import inpo, nash_md, online_dpo
 from online_harness import (
     assert_identical,
     assert_one_documented_step,
@@ -22,18 +22,13 @@ from online_harness import (
 
 def test_the_presets_set_what_their_methods_are():
     onpo, mpo = inpo.OnpoConfig(), nash_md.MpoConfig()
-    assert onpo.optimistic and not inpo.Config().optimistic
+    assert (onpo.step_rule, inpo.Config().step_rule) == ("optimistic", "plain")
     assert mpo.beta == 0.0 and mpo.magnet_every > 0 and nash_md.Config().magnet_every == 0
     assert (onpo.name, mpo.name, onpo.out, mpo.out) == ("onpo", "mpo", "runs/onpo", "runs/mpo")
-    with pytest.raises(ValueError, match="choose one"):
-        inpo.OnpoConfig(extragradient=True)
     ipo, egpo = online_dpo.OnlineIpoConfig(), online_dpo.EgpoConfig()
-    assert (ipo.loss_type, ipo.label, ipo.extragradient) == ("ipo", "soft", False)
-    assert (egpo.loss_type, egpo.label, egpo.extragradient) == ("ipo", "soft", True)
+    assert (ipo.loss_type, ipo.label, ipo.step_rule) == ("ipo", "soft", "plain")
+    assert (egpo.loss_type, egpo.label, egpo.step_rule) == ("ipo", "soft", "extragradient")
     assert (ipo.name, egpo.name, online_dpo.Config().name) == ("online-ipo", "egpo", "")
-    for module in (nash_mp, ppo):
-        with pytest.raises(ValueError, match="optimistic"):
-            module.Config(optimistic=True)
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,8 @@ step (:meth:`Trainer.run`):
 2. ``algorithm.update(chunks, step) -> metrics``: by default one gradient step on the
    algorithm's ``loss`` (:meth:`Trainer.gradient_step`: every process runs the same forwards and
    backwards, a NaN/inf is agreed on before each backward pass, gradients are summed over the
-   processes, clipped, one optimizer step), or with ``extragradient`` in the config the
-   look-ahead and the step of :meth:`Trainer.extragradient_step`, with ``optimistic`` the
-   predictor step and the step of :meth:`Trainer.optimistic_step`;
+   processes, clipped, one optimizer step), or the trainer's other ``step_rule``
+   (:meth:`Trainer.step`: EGPO's extragradient, ONPO's optimistic step);
 3. the learning-rate schedule, ``metrics.jsonl`` + TensorBoard + trackers, the progress bar,
    a checkpoint every ``checkpoint_every`` steps (resumed by the same command);
 4. at the end the policy is saved to ``<out>/<save_as>``, written to a temp folder and renamed.
@@ -30,13 +29,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from nlhf.config import Checked, option, to_dict
+from nlhf.config import Checked, ConfigError, option, to_dict
 from nlhf.files import atomic_write_json, check_folder_option, write_folder_atomically
 from nlhf.train import sharding
 from nlhf.train.checkpoint import FIX, Checkpointer, CheckpointError, check_fits
@@ -46,6 +45,9 @@ from nlhf.train.optim import OptimizerName, ScheduleName, build_optimizer, lr_fa
 
 SHOWN = ("loss", "win_rate", "kl", "reward", "reward_accuracy", "accuracy")
 """Metrics the progress bar shows when a step logs them."""
+
+StepRule = Literal["plain", "extragradient", "optimistic"]
+STEP_RULES: tuple[StepRule, ...] = ("plain", "extragradient", "optimistic")
 
 
 @dataclass
@@ -161,21 +163,22 @@ class Algorithm:
     """Set by ``update`` to end the run early (the reason, said when it stops), e.g. a
     control run that reached its target return."""
 
+    step_rules: ClassVar[tuple[StepRule, ...]] = STEP_RULES
+    """The trainer's step rules the method can run under (:meth:`Trainer.step`)."""
+
     def __init__(self, trainer: Trainer, config: Any) -> None:
+        if trainer.step_rule not in self.step_rules:
+            raise ConfigError(
+                f"step_rule={trainer.step_rule}: {type(self).__name__} takes "
+                f"{' or '.join(self.step_rules)} only"
+            )
         self.trainer, self.config = trainer, config
 
     def loss(self, chunk: Any, step: int) -> tuple[torch.Tensor, dict[str, float]]:
         raise NotImplementedError(f"{type(self).__name__} defines neither loss nor update")
 
     def update(self, chunks: list[Any], step: int) -> dict[str, float]:
-        def loss_fn(chunk: Any) -> tuple[torch.Tensor, dict[str, float]]:
-            return self.loss(chunk, step)
-
-        if getattr(self.config, "extragradient", False):
-            return self.trainer.extragradient_step(loss_fn, chunks)
-        if getattr(self.config, "optimistic", False):
-            return self.trainer.optimistic_step(loss_fn, chunks)
-        return self.trainer.gradient_step(loss_fn, chunks)
+        return self.trainer.step(lambda chunk: self.loss(chunk, step), chunks)
 
     def before_training(self) -> None:
         """Called once per run after the checkpoint is restored, before the first step."""
@@ -210,11 +213,15 @@ class Trainer:
         time_limit: float = 0.0,
         fsdp: bool = False,
         save_as: str = "policy",
+        step_rule: StepRule = "plain",
+        record: dict[str, Any] | None = None,
     ) -> None:
         self.config, self.steps, self.batches, self.judge = config, steps, batches, judge
         self.procs = procs if procs is not None else Processes()
         self.accelerator = self.procs.accelerator
         self.time_limit, self.fsdp, self.save_as = time_limit, fsdp, save_as
+        self.step_rule = step_rule
+        self.record = record or {}  # config.json's entries beside the config
         sharding.check_processes(fsdp, self.procs.count)
         self.policy = policy
         if policy.device != self.procs.device:
@@ -316,6 +323,17 @@ class Trainer:
         metrics = self.accumulate(loss_fn, chunks)
         metrics["grad_norm"] = self.clip_and_step()
         return metrics
+
+    def step(
+        self, loss_fn: Callable[[Any], tuple[torch.Tensor, dict[str, float]]], chunks: list[Any]
+    ) -> dict[str, float]:
+        """One update under the trainer's ``step_rule``: :meth:`gradient_step` (plain),
+        :meth:`extragradient_step` or :meth:`optimistic_step`."""
+        if self.step_rule == "extragradient":
+            return self.extragradient_step(loss_fn, chunks)
+        if self.step_rule == "optimistic":
+            return self.optimistic_step(loss_fn, chunks)
+        return self.gradient_step(loss_fn, chunks)
 
     def extragradient_step(
         self, loss_fn: Callable[[Any], tuple[torch.Tensor, dict[str, float]]], chunks: list[Any]
@@ -432,9 +450,7 @@ class Trainer:
         log: MetricsLog | NoLog = NoLog()
         if main:
             run_config = {"algorithm": name, **to_dict(cfg), "processes": procs.count}
-            definition = getattr(self.judge, "definition", None)  # e.g. a population's groups
-            if definition is not None:
-                run_config["judge_definition"] = definition
+            run_config |= self.record
             log = MetricsLog(
                 self.out, cfg.tensorboard, start, cfg.report_to, cfg.project, run_config
             )

@@ -65,8 +65,6 @@ class Config(OnlineConfig, IterationFields):
             raise ValueError(f"min_margin must be in [0, 1), got {self.min_margin}")
         if self.replay < 0 or self.buffer < 0:
             raise ValueError("replay and buffer must be ≥ 0")
-        if self.extragradient:
-            raise ValueError("extragradient: not for dno, whose replay buffer grows every loss")
 
 
 def large_margin_pairs(win: torch.Tensor, min_margin: float) -> tuple[torch.Tensor, ...]:
@@ -90,6 +88,7 @@ class DNO(IterativeAlgorithm):
     """The algorithm: all-pairs win rates, large-margin pairs, DPO against π_t, replay."""
 
     config: Config
+    step_rules = ("plain", "optimistic")  # not extragradient: the replay buffer grows every loss
 
     def __init__(self, trainer: Any, config: Config) -> None:
         super().__init__(trainer, config)

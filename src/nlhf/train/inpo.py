@@ -14,7 +14,7 @@ Each step (fully online; batched-iterative: :mod:`nlhf.train.iterative`), for ev
 3. :func:`nlhf.losses.inpo_loss`, (h − 1/(2η))² with h the margin of log π against the
    geometric mixture π_ref^{τ/η}·π_t^{1−τ/η}, from one gradient forward over the two.
 
-``nlhf train onpo`` is the same trainer with ``optimistic=true`` (ONPO, Zhang et al. 2025):
+``nlhf train onpo`` is the same trainer with ``step_rule=optimistic`` (ONPO, Zhang et al. 2025):
 each step's samples and gradient come after a predictor step along the last step's gradient,
 so the log-ratios are taken against that predicted policy π′_t.
 
@@ -31,7 +31,7 @@ import torch
 
 from nlhf.config import option
 from nlhf.losses import inpo_loss
-from nlhf.train.core import NonFiniteError
+from nlhf.train.core import NonFiniteError, StepRule
 from nlhf.train.groups import sample_group
 from nlhf.train.iterative import IterationFields, IterativeAlgorithm, Prepared
 from nlhf.train.online import OnlineConfig, PromptBatch, train_and_report
@@ -110,7 +110,10 @@ class OnpoConfig(Config):
 
     name: ClassVar[str] = "onpo"
     out: str = option("runs/onpo", "output folder: metrics.jsonl, checkpoints/, policy/")
-    optimistic: bool = option(True, "the predictor step along the last gradient (ONPO: on)")
+    step_rule: StepRule = option(
+        "optimistic",
+        "the outer loop (ONPO: optimistic, a predictor step along the last step's gradient)",
+    )
 
 
 class INPO(IterativeAlgorithm):

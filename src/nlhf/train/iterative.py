@@ -109,13 +109,7 @@ class IterativeAlgorithm(Algorithm):
                 }
             self.iteration, seconds = iteration, time.perf_counter() - t0
         batches = self.prepared[prompt_step]  # 2. a gradient step on one prepared batch
-        cfg = self.config
-        if getattr(cfg, "extragradient", False):
-            metrics = self.trainer.extragradient_step(self.objective, batches)
-        elif getattr(cfg, "optimistic", False):
-            metrics = self.trainer.optimistic_step(self.objective, batches)
-        else:
-            metrics = self.trainer.gradient_step(self.objective, batches)
+        metrics = self.trainer.step(self.objective, batches)
         for key in SETUP:
             if key in metrics:
                 metrics[key] = 0.0

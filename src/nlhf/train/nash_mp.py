@@ -56,11 +56,6 @@ class Config(OnlineConfig):
     )
 
     def check(self) -> None:
-        if self.extragradient or self.optimistic:
-            raise ValueError(
-                "extragradient, optimistic: not for this trainer (Nash-MP has its own "
-                "look-ahead (prox_steps))"
-            )
         if self.tau < 0:
             raise ValueError(f"tau must be ≥ 0, got {self.tau}")
         if not self.eta > 0:
@@ -73,6 +68,7 @@ class NashMP(Algorithm):
     """The algorithm: ``update`` runs one mirror-prox iteration (see the module docstring)."""
 
     config: Config
+    step_rules = ("plain",)  # mirror prox is its own look-ahead
 
     # ------------------------------------------------------------------ one rollout
     def _rollout(

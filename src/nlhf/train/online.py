@@ -24,7 +24,7 @@ from nlhf.data.prompts import PromptFields, load_prompt_texts
 from nlhf.models.judges.load import JUDGE_HELP, JudgeFields
 from nlhf.models.text import tokenize_prompts
 from nlhf.train import core
-from nlhf.train.core import TrainFields
+from nlhf.train.core import StepRule, TrainFields
 from nlhf.train.distributed import Processes
 from nlhf.train.policy_fields import PolicyFields, load_policy
 
@@ -34,16 +34,13 @@ class OnlineConfig(TrainFields, PolicyFields, PromptFields, JudgeFields):
     """Fields shared by every online algorithm."""
 
     judge: str = option("vader", JUDGE_HELP)
-    extragradient: bool = option(
-        False,
-        "EGPO's outer loop (Zhou et al. 2025): a look-ahead step, then the step from the same "
-        "point with the look-ahead's gradient (twice the samples and judge calls per step)",
-    )
-    optimistic: bool = option(
-        False,
-        "ONPO's optimism (Zhang et al. 2025): each step's samples and gradient are taken after "
-        "a predictor step along the last step's gradient, then the step from the same point "
-        "(one gradient per step, as plain steps)",
+    step_rule: StepRule = option(
+        "plain",
+        "the outer loop: plain (one gradient step); extragradient (EGPO, Zhou, Fazel and Du "
+        "2025: a look-ahead step, then the step from the same point with the look-ahead's "
+        "gradient; twice the samples and judge calls per step); optimistic (ONPO, Zhang et al. "
+        "2025: each step's samples and gradient taken after a predictor step along the last "
+        "step's gradient, then the step from the same point; one gradient per step)",
     )
     magnet_every: int = option(
         0,
@@ -64,10 +61,8 @@ class OnlineConfig(TrainFields, PolicyFields, PromptFields, JudgeFields):
     out: str = option("runs/online", "output folder: metrics.jsonl, checkpoints/, policy/")
 
     def check(self) -> None:
-        if (self.extragradient or self.optimistic) and self.fsdp:
-            raise ValueError("extragradient and optimistic do not run with fsdp=true yet")
-        if self.extragradient and self.optimistic:
-            raise ValueError("choose one of extragradient and optimistic (both are look-aheads)")
+        if self.step_rule != "plain" and self.fsdp:
+            raise ValueError(f"step_rule={self.step_rule} does not run with fsdp=true yet")
         if self.magnet_every < 0:
             raise ValueError(f"magnet_every must be ≥ 0, got {self.magnet_every}")
         if self.magnet_every and self.fsdp:
@@ -158,6 +153,10 @@ class Trainer(core.Trainer):
         if not prompts:
             raise ValueError(f"{config.prompts}: no prompts")
         self.prompts = prompts
+        try:  # a population judge's groups (its YAML file may change after the run)
+            record = {"judge_definition": judge.definition}
+        except AttributeError:
+            record = {}
         super().__init__(
             config,
             policy,
@@ -167,6 +166,8 @@ class Trainer(core.Trainer):
             procs=procs,
             time_limit=config.time_limit,
             fsdp=config.fsdp,
+            step_rule=config.step_rule,
+            record=record,
         )
 
     def after_step(self, step: int) -> None:

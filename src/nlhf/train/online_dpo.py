@@ -31,7 +31,7 @@ from nlhf.losses import online_pair_loss, order_pairs
 from nlhf.models import sample
 from nlhf.models.sampling import row_generators
 from nlhf.models.text import decode_completions
-from nlhf.train.core import Algorithm, NonFiniteError
+from nlhf.train.core import Algorithm, NonFiniteError, StepRule
 from nlhf.train.online import OnlineConfig, PromptBatch, train_and_report
 
 
@@ -77,7 +77,9 @@ class EgpoConfig(OnlineIpoConfig):
 
     name: ClassVar[str] = "egpo"
     out: str = option("runs/egpo", "output folder: metrics.jsonl, checkpoints/, policy/")
-    extragradient: bool = option(True, "the look-ahead step (EGPO: on)")
+    step_rule: StepRule = option(
+        "extragradient", "the outer loop (EGPO: extragradient, the look-ahead step)"
+    )
 
 
 class OnlineDPO(Algorithm):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +34,7 @@ from nlhf.config import option
 from nlhf.errors import UserError
 from nlhf.files import atomic_path
 from nlhf.losses import (
+    explained_variance,
     gae,
     kl_penalized_rewards,
     masked_mean,
@@ -97,11 +99,6 @@ class Config(OnlineConfig):
     )
 
     def check(self) -> None:
-        if self.extragradient or self.optimistic:
-            raise ValueError(
-                "extragradient, optimistic: not for this trainer (PPO takes its own epochs of "
-                "steps)"
-            )
         for name in ("ppo_epochs", "mini_batches", "kl_horizon"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -171,26 +168,6 @@ def _pad(tensors: list[torch.Tensor], value: int | float, left: bool) -> torch.T
     return torch.cat(out)
 
 
-def explained_variance(
-    values: torch.Tensor,
-    returns: torch.Tensor,
-    mask: torch.Tensor,
-    procs: distributed.Processes | None = None,
-) -> float:
-    """1 − Var[R − V] / Var[R] over the masked-in tokens (of every process when ``procs``
-    is given); 0 when the returns are constant."""
-
-    def mean(x: torch.Tensor) -> torch.Tensor:
-        return masked_mean(x, mask) if procs is None else distributed.masked_mean(procs, x, mask)
-
-    var_returns = mean((returns - mean(returns)) ** 2)
-    if float(var_returns) < 1e-12:
-        return 0.0
-    residual = returns - values
-    var_residual = mean((residual - mean(residual)) ** 2)
-    return float(1.0 - var_residual / var_returns)
-
-
 class JudgeKindError(UserError, TypeError):
     """A judge that cannot drive the trainer (PPO needs scores, a preference model gives none)."""
 
@@ -199,6 +176,7 @@ class PPO(Algorithm):
     """The algorithm: ``update`` = rollout, then the PPO epochs, then adapt β."""
 
     config: Config
+    step_rules = ("plain",)  # PPO takes its own epochs of steps
 
     def __init__(self, trainer: Trainer, config: Config) -> None:
         if not isinstance(trainer.judge, ScoreJudge):
@@ -307,7 +285,9 @@ class PPO(Algorithm):
             "non_score_reward": float(rows[:, 2].mean()),
             "returns": float(distributed.masked_mean(procs, returns, keep)),
             "value_mean": float(distributed.masked_mean(procs, values, keep)),
-            "explained_variance": explained_variance(values, returns, keep, procs),
+            "explained_variance": explained_variance(
+                values, returns, keep, partial(distributed.masked_mean, procs)
+            ),
             "length": float(rows[:, 3].mean()),
             **procs.mean_metrics(timings),
         }
