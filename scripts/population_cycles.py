@@ -25,7 +25,13 @@ from nlhf.experiment.analysis import antisymmetric, cyclic_triples, population_m
 from nlhf.experiment.config import Config, Layout, resolved
 from nlhf.experiment.judges import criterion_scores
 from nlhf.experiment.stages import prepare_prompts, reference_completions, sample_reference
-from nlhf.models.judges.population import CRITERIA, Group, PopulationJudge, _per_text, _words
+from nlhf.models.judges.population import (
+    CRITERIA,
+    AnnotatorGroup,
+    PopulationJudge,
+    _per_text,
+    _words,
+)
 
 TEMPERATURES = (0.1, 0.03, 0.01)
 
@@ -49,8 +55,8 @@ def main() -> None:
         sample_reference(config, layout)
     completions = reference_completions(layout)["train"]
 
-    groups = [Group(name, CRITERIA[name][0]()) for name in CRITERIA]
-    groups += [Group(name, _per_text(fn)) for name, fn in CANDIDATES.items()]
+    groups = [AnnotatorGroup(name, CRITERIA[name][0]()) for name in CRITERIA]
+    groups += [AnnotatorGroup(name, _per_text(fn)) for name, fn in CANDIDATES.items()]
     everyone = PopulationJudge(groups)  # one group per criterion, to score them all at once
     names = [g.name for g in groups]
     per_prompt = [  # (G, K) scores of each prompt's completions

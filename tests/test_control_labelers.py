@@ -20,7 +20,7 @@ from nlhf.control.labelers import (
 )
 from nlhf.control.labels import LabelBuffer, labels_due
 from nlhf.control.segments import Segment
-from nlhf.models.judges.population import Group
+from nlhf.models.judges.population import AnnotatorGroup
 from nlhf.tabular import fit_bradley_terry
 
 N = 4000  # draws per pair type
@@ -186,8 +186,8 @@ def test_the_population_is_antisymmetric_and_half_on_itself():
 def test_population_labels_follow_p_in_expectation():
     pop = PopulationLabeler(
         [
-            Group("centered", CARTPOLE_CRITERIA["centered"][0], weight=3.0, temperature=0.2),
-            Group("lively", CARTPOLE_CRITERIA["lively"][0], weight=1.0, temperature=0.5),
+            AnnotatorGroup("centered", CARTPOLE_CRITERIA["centered"][0], 3.0, temperature=0.2),
+            AnnotatorGroup("lively", CARTPOLE_CRITERIA["lively"][0], 1.0, temperature=0.5),
         ]
     )
     pair = (cartpole(0.3, 0.2, 0.0), cartpole(0.9, 0.8, 0.0))

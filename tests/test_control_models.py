@@ -13,7 +13,7 @@ from nlhf.control.preference_model import SegmentPreferenceModel
 from nlhf.control.reward_model import FitConfig, SegmentRewardModel, fit
 from nlhf.control.segments import Segment, sample_pairs, stack
 from nlhf.losses import random_answer_logit
-from nlhf.models.judges.population import Group
+from nlhf.models.judges.population import AnnotatorGroup
 
 torch.set_num_threads(1)
 L, D, A = 8, 4, 3
@@ -175,7 +175,8 @@ def circle_segments(n, rng):
 
 def test_the_preference_model_learns_an_intransitive_population_better_than_bradley_terry():
     rng = np.random.default_rng(7)
-    population = PopulationLabeler([Group(f"f{k}", coordinate(k), 1.0, 0.05) for k in range(3)])
+    groups = [AnnotatorGroup(f"f{k}", coordinate(k), 1.0, 0.05) for k in range(3)]
+    population = PopulationLabeler(groups)
     segs = circle_segments(500, rng)
     train = sample_pairs(segs[:350], 1000, rng)
     labels = population.label(train, rng)

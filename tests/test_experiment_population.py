@@ -23,7 +23,7 @@ from nlhf.experiment.config import POLICIES, ROUTES, TIMED, Config, Layout, reso
 from nlhf.experiment.judges import AnchoredBradleyTerry, CriterionJudge, exact_matrix
 from nlhf.experiment.stages import timed_steps
 from nlhf.experiment.tuning import NASH_GRID, PPO_GRID, candidates
-from nlhf.models.judges.population import Group, PopulationJudge
+from nlhf.models.judges.population import AnnotatorGroup, PopulationJudge
 
 # x ≻ y ≻ z ≻ x, each by 2/3: the three rotations of one ranking, one group each
 CYCLE = np.array([[0.5, 2 / 3, 1 / 3], [1 / 3, 0.5, 2 / 3], [2 / 3, 1 / 3, 0.5]])
@@ -96,8 +96,8 @@ def score_of(table):
 def test_the_population_matrix_is_what_the_judge_says():
     judge = PopulationJudge(
         [
-            Group("a", score_of({"x": 0.0, "y": 1.0, "z": 3.0}), 2.0, 0.5),
-            Group("b", score_of({"x": 2.0, "y": 0.0, "z": 1.0}), 1.0, 1.5),
+            AnnotatorGroup("a", score_of({"x": 0.0, "y": 1.0, "z": 3.0}), 2.0, 0.5),
+            AnnotatorGroup("b", score_of({"x": 2.0, "y": 0.0, "z": 1.0}), 1.0, 1.5),
         ]
     )
     texts = ["x", "y", "z"]
@@ -116,7 +116,7 @@ def test_the_bradley_terry_control_recovers_a_reward_exactly_and_needs_anchors()
     from nlhf.errors import UserError
 
     s = {"a": 0.0, "b": 0.4, "c": 1.0, "new": 0.7}
-    one = PopulationJudge([Group("only", score_of(s), 1.0, 0.5)])  # P is BT with r = s/T
+    one = PopulationJudge([AnnotatorGroup("only", score_of(s), 1.0, 0.5)])  # P is BT with r = s/T
     judge = AnchoredBradleyTerry(one, {"p": ["a", "b", "c"]})
     got = judge.scores(["p", "p"], ["new", "b"])
     anchors = (0.0 + 0.4 + 1.0) / 3 / 0.5
@@ -170,7 +170,7 @@ def test_the_tuning_grid_changes_one_setting_at_a_time_and_the_routes_take_the_c
     by_label = {(c.route, c.label): c for c in found}
     assert by_label["ppo", "given"].settings == {}
     assert by_label["ppo", "lr ×3"].config.lr == pytest.approx(3e-4)
-    assert by_label["ppo", "8 epochs"].config.ppo_epochs == 8
+    assert by_label["ppo", "8 epochs"].config.epochs == 8
     assert by_label["nash-md", "lr ×½"].config.lr == pytest.approx(1e-3)
     tuned = {"ppo": {"lr": 3e-4, "mini_batches": 4}, "nash-md": {"lr": 4e-3}}
     routes = route_configs(config, layout, tuned)

@@ -9,7 +9,8 @@ import torch
 
 from nlhf.models.errors import ModelError
 from nlhf.models.judges import load_judge
-from nlhf.models.judges.population import CRITERIA, Group, PopulationJudge
+from nlhf.models.judges.load import population_from_definition
+from nlhf.models.judges.population import CRITERIA, AnnotatorGroup, PopulationJudge
 from nlhf.tabular import fit_bradley_terry
 
 CYCLE_YAML = """
@@ -67,10 +68,10 @@ def test_a_majority_cycle_that_bradley_terry_cannot_represent(tmp_path):
 def test_sampled_labels_match_p_in_expectation():
     judge = PopulationJudge(
         [
-            Group(
+            AnnotatorGroup(
                 "long", lambda p, t: torch.tensor([len(x) for x in t], dtype=torch.float32), 3, 2.0
             ),
-            Group(
+            AnnotatorGroup(
                 "short",
                 lambda p, t: torch.tensor([-len(x) for x in t], dtype=torch.float32),
                 1,
@@ -96,7 +97,7 @@ def test_a_python_population_with_a_judge_folder_as_criterion(tmp_path):
 
     make_tiny_encoder(tmp_path / "enc", "a good bad film".split())
     RewardModel.from_backbone(str(tmp_path / "enc")).save(tmp_path / "rm")
-    judge = PopulationJudge.from_definition(
+    judge = population_from_definition(
         {"groups": [{"criterion": str(tmp_path / "rm")}, {"criterion": "brevity", "weight": 2}]}
     )
     assert [g.name for g in judge.groups] == [str(tmp_path / "rm"), "brevity"]
@@ -117,10 +118,10 @@ def test_a_python_population_with_a_judge_folder_as_criterion(tmp_path):
 )
 def test_bad_definitions_name_what_is_wrong(definition, said):
     if said is None:
-        PopulationJudge.from_definition(definition)
+        population_from_definition(definition)
         return
     with pytest.raises(ModelError, match=said):
-        PopulationJudge.from_definition(definition)
+        population_from_definition(definition)
 
 
 def test_every_built_in_criterion_scores_text():
@@ -135,7 +136,7 @@ def test_a_population_s_definition_is_recorded_in_the_run_config(tmp_path):
     import tiny_train
     from nlhf.train import nash_md
 
-    population = PopulationJudge.from_definition(
+    population = population_from_definition(
         {"groups": [{"criterion": "vocabulary"}, {"criterion": "brevity", "temperature": 0.5}]}
     )
     trainer, config = tiny_train.make(

@@ -17,6 +17,8 @@ in the Nash family (SPPO, INPO, online IPO) ``eta`` is the step size, i.e. KL(π
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -102,10 +104,23 @@ def nash_md_pg_loss(
     ``logprobs`` carries the gradient, the rest does not.
     """
     mask = mask.bool()
-    advantage = (preference.detach().to(logprobs.dtype) - 0.5).unsqueeze(-1)
-    kl_to_go = suffix_sum(logprobs.detach() - ref_logprobs.detach(), mask)
-    weights = advantage - tau * kl_to_go
+    advantages = preference.detach().to(logprobs.dtype) - 0.5
+    weights = nash_md_pg_weights(advantages, logprobs, ref_logprobs, mask, tau)
     return -masked_sum(weights * logprobs, mask, dim=-1).mean()
+
+
+def nash_md_pg_weights(
+    advantages: torch.Tensor,
+    logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    tau: float,
+) -> torch.Tensor:
+    """The per-token weights of ∇log π(y_t | ·) in :func:`nash_md_pg_loss`: A − τ·Σ_{s≥t} k_s,
+    k_s = log π(y_s | ·) − log μ(y_s | ·), zero off the mask; ``advantages`` (B,) is P − ½
+    there, or any advantage (a learned baseline's).  Nothing carries a gradient."""
+    kl_to_go = suffix_sum(logprobs.detach() - ref_logprobs.detach(), mask)
+    return (advantages.detach()[:, None] - tau * kl_to_go) * mask
 
 
 def prox_target(
@@ -364,26 +379,50 @@ def kl_penalized_rewards(
 def gae(
     rewards: torch.Tensor,
     values: torch.Tensor,
-    mask: torch.Tensor,
+    mask: torch.Tensor | None = None,
     gamma: float = 1.0,
     lam: float = 0.95,
+    dones: torch.Tensor | None = None,
+    next_value: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalized advantage estimation over right-padded token sequences.
+    """Generalized advantage estimation over (B, T) steps, time along the last axis.
 
-    δ_t = r_t + γ·V_{t+1} − V_t (V = 0 after the last real token),  A_t = δ_t + γλ·A_{t+1}.
-    Returns (advantages, returns = advantages + values), both zero where ``mask`` is False.
+    δ_t = r_t + γ·(1 − d_t)·V_{t+1} − V_t,  A_t = δ_t + γλ·(1 − d_t)·A_{t+1}.  Two layouts:
+    right-padded token sequences (``mask``: V = 0 after the last real token, and advantages and
+    returns are zero where it is False), or streams in which an episode may end at any step
+    (``dones[:, t]``: step t ended its episode, so nothing after it is bootstrapped) with
+    ``next_value`` (B,) the value of the state after the last step (default 0).
+    Returns (advantages, returns = advantages + values).
     """
-    mask_f = mask.to(values.dtype)
+    mask_f = torch.ones_like(values) if mask is None else mask.to(values.dtype)
+    alive = torch.ones_like(values) if dones is None else 1.0 - dones.to(values.dtype)
     values = values * mask_f
     rewards = rewards * mask_f
     advantages = torch.zeros_like(values)
     running = torch.zeros_like(values[:, 0])
+    last = torch.zeros_like(running) if next_value is None else next_value.to(values.dtype)
     for t in reversed(range(values.shape[1])):
-        next_value = values[:, t + 1] if t + 1 < values.shape[1] else torch.zeros_like(running)
-        delta = rewards[:, t] + gamma * next_value - values[:, t]
-        running = (delta + gamma * lam * running) * mask_f[:, t]
+        after = values[:, t + 1] if t + 1 < values.shape[1] else last
+        delta = rewards[:, t] + gamma * alive[:, t] * after - values[:, t]
+        running = (delta + gamma * lam * alive[:, t] * running) * mask_f[:, t]
         advantages[:, t] = running
     return advantages, (advantages + values) * mask_f
+
+
+def explained_variance(
+    values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    mean: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = masked_mean,
+) -> float:
+    """1 − Var[R − V] / Var[R] over the masked-in entries, 0 when the returns are constant;
+    ``mean(x, mask)`` is the masked mean to use (one over every process, say)."""
+    var_returns = mean((returns - mean(returns, mask)) ** 2, mask)
+    if float(var_returns) < 1e-12:
+        return 0.0
+    residual = returns - values
+    var_residual = mean((residual - mean(residual, mask)) ** 2, mask)
+    return float(1.0 - var_residual / var_returns)
 
 
 def ppo_policy_loss(

@@ -11,9 +11,10 @@ the first, 0.0 the second, 0.5 for "equally good", NaN for "can't tell" (callers
 rows).  ``prob`` is the expected answer among the ones it gives (ties count ½), the preference
 function that evaluation uses for win rates.  The teacher follows B-Pref (Lee et al. 2021,
 rll-research/BPref ``get_label``): skip, then equal, then a (myopic, Boltzmann) choice, then a
-mistake.  The population reuses :class:`nlhf.models.judges.population.Group` with a score
-function of a segment: each group prefers a with σ((s(a) − s(b))/T), the population with
-their weighted mean, and a label is one drawn annotator's binary choice.
+mistake.  The population is the LM population's formula over segments: annotator groups
+(:class:`~nlhf.models.judges.population.AnnotatorGroup`) with score functions of a segment,
+each preferring a with σ((s(a) − s(b))/T), the population with their weighted mean; a label
+is one drawn annotator's binary choice.  People label through ``nlhf.control.human``.
 """
 
 from __future__ import annotations
@@ -21,26 +22,38 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from nlhf.config import option
+from nlhf.config import Checked, option
 from nlhf.control.segments import Segment
 from nlhf.errors import UserError
-from nlhf.models.judges.population import Group
+from nlhf.models.judges.population import (
+    AnnotatorGroup,
+    group_preferences,
+    group_weights,
+    population_preference,
+)
 
 Pairs = Sequence[tuple[Segment, Segment]]
 SegmentScore = Callable[[Segment], float]
 
 FIRST, SECOND, TIE, CANT_TELL = 1.0, 0.0, 0.5, math.nan
 
+LabelerName = Literal[
+    "oracle", "noisy", "mistake", "skip", "myopic", "equal", "population", "human"
+]
+"""The labelers a route can ask: the synthetic ones here, or people (``human``)."""
+
 
 class LabelerError(UserError, ValueError):
     """An unknown labeler, or an option of one that is unknown or out of range."""
 
 
-class Labeler(Protocol):
+class ControlLabeler(Protocol):
+    """What answers pairs of segments: a synthetic labeler here, or people."""
+
     def label(self, pairs: Pairs, rng: np.random.Generator) -> np.ndarray:
         """[len(pairs)] answers: 1.0, 0.0, 0.5 or NaN."""
         ...
@@ -78,7 +91,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class Teacher:
+class Teacher(Checked):
     """B-Pref's stochastic teacher.  A pair is skipped ("can't tell") when both true returns are
     at most ``skip``·scale, a tie when they differ by less than ``equal``·scale; otherwise the
     teacher prefers the first with σ(β·(R_γ(a) − R_γ(b))) on discounted returns, then flips
@@ -103,7 +116,7 @@ class Teacher:
         "return × segment length / episode length); None: the mean return of the pairs labelled",
     )
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         checks = {
             "beta": not math.isnan(self.beta),
             "gamma": 0.0 < self.gamma <= 1.0,
@@ -173,30 +186,27 @@ PRESETS: dict[str, dict[str, float]] = {
 
 class PopulationLabeler:
     """A weighted population of annotator groups, each scoring its own feature of a segment:
-    P(a ≻ b) = Σ_g w_g σ((s_g(a) − s_g(b))/T_g) with Σ_g w_g = 1.  Antisymmetric, ½ against
+    P(a ≻ b) = Σ_g w_g σ((s_g(a) − s_g(b))/T_g) with Σ_g w_g = 1 (the formula of
+    :func:`~nlhf.models.judges.population.population_preference`).  Antisymmetric, ½ against
     itself, and intransitive in general."""
 
-    def __init__(self, groups: Sequence[Group]) -> None:
-        if not groups:
-            raise LabelerError("a population needs at least one group")
-        names = [g.name for g in groups]
-        if len(set(names)) != len(names):
-            raise LabelerError(f"population group names repeat: {names}")
+    def __init__(self, groups: Sequence[AnnotatorGroup]) -> None:
         self.groups = list(groups)
-        total = sum(g.weight for g in groups)
-        self.weights = np.array([g.weight / total for g in groups], dtype=np.float64)
+        self.weights = group_weights(self.groups)
+        self.temperatures = np.array([g.temperature for g in self.groups], dtype=np.float64)
+
+    def _scores(self, pairs: Pairs) -> tuple[np.ndarray, np.ndarray]:
+        """((G, B), (G, B)): every group's score of the first and of the second segments."""
+        a = [[g.criterion(x) for x, _ in pairs] for g in self.groups]
+        b = [[g.criterion(y) for _, y in pairs] for g in self.groups]
+        return np.array(a, dtype=np.float64), np.array(b, dtype=np.float64)
 
     def group_probs(self, pairs: Pairs) -> np.ndarray:
         """[G, B]: each group's P(first ≻ second)."""
-        rows = []
-        for g in self.groups:
-            a = np.array([g.criterion(x) for x, _ in pairs], dtype=np.float64)
-            b = np.array([g.criterion(y) for _, y in pairs], dtype=np.float64)
-            rows.append(_sigmoid((a - b) / g.temperature))
-        return np.stack(rows)
+        return group_preferences(*self._scores(pairs), self.temperatures)
 
     def prob(self, pairs: Pairs) -> np.ndarray:
-        return self.weights @ self.group_probs(pairs)
+        return population_preference(*self._scores(pairs), self.weights, self.temperatures)
 
     def label(self, pairs: Pairs, rng: np.random.Generator) -> np.ndarray:
         """Per pair one annotator, drawn with the groups' weights, makes a binary choice."""
@@ -243,7 +253,10 @@ def cartpole_population(temperature: float = 0.01) -> PopulationLabeler:
     better on its own criterion; with a small temperature each group is nearly certain and the
     population's P is close to a majority vote, which cycles on some triples of segments."""
     return PopulationLabeler(
-        [Group(name, CARTPOLE_CRITERIA[name][0], 1.0, temperature) for name in CARTPOLE_GROUPS]
+        [
+            AnnotatorGroup(name, CARTPOLE_CRITERIA[name][0], 1.0, temperature)
+            for name in CARTPOLE_GROUPS
+        ]
     )
 
 
@@ -263,7 +276,7 @@ def _population(population: str = "cartpole", temperature: float = 0.01) -> Popu
     return POPULATIONS[population](float(temperature))
 
 
-def make_labeler(name: str, **options: Any) -> Labeler:
+def make_labeler(name: str, **options: Any) -> ControlLabeler:
     """A labeler by name: ``oracle``, a B-Pref teacher (``noisy``, ``mistake``, ``skip``,
     ``myopic``, ``equal``; options override any :class:`Teacher` field) or ``population``
     (options ``population``, ``temperature``)."""

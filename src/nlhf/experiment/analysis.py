@@ -1,4 +1,4 @@
-"""The experiment's arithmetic, pure numpy: majority cycles, restricted games, judge accuracy.
+"""The experiment's arithmetic, in numpy: majority cycles, restricted games, judge accuracy.
 
     P = antisymmetric(raw)                      # a K × K matrix of P(i ≻ j), exactly P + Pᵀ = 1
     cyclic, total = cyclic_triples(P)           # triples whose majority goes round in a circle
@@ -20,6 +20,7 @@ from itertools import combinations
 import numpy as np
 
 from nlhf.metrics import wilson_interval
+from nlhf.models.judges.population import population_preference
 from nlhf.tabular import fit_bradley_terry, rlhf_policy, solve_regularized_nash
 
 CLIP = 1e-9
@@ -38,12 +39,9 @@ def population_matrix(
     scores: np.ndarray, weights: np.ndarray, temperatures: np.ndarray
 ) -> np.ndarray:
     """The population's exact (K, K) P from each group's criterion scores (G, K):
-    P[i, j] = Σ_g w_g σ((s_g(i) − s_g(j))/T_g), the formula of ``PopulationJudge``."""
+    P[i, j] = Σ_g w_g σ((s_g(i) − s_g(j))/T_g) (:func:`population_preference`)."""
     s = np.atleast_2d(np.asarray(scores, dtype=np.float64))
-    w = np.asarray(weights, dtype=np.float64) / np.sum(weights)
-    t = np.asarray(temperatures, dtype=np.float64)
-    gaps = (s[:, :, None] - s[:, None, :]) / t[:, None, None]
-    return np.einsum("g,gij->ij", w, 0.5 * (1.0 + np.tanh(gaps / 2.0)))  # σ, stable
+    return population_preference(s[:, :, None], s[:, None, :], weights, temperatures)
 
 
 def _cyclic(P: np.ndarray, i: int, j: int, k: int) -> bool:

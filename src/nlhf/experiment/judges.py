@@ -27,7 +27,7 @@ import torch
 from nlhf.errors import UserError
 from nlhf.experiment.analysis import antisymmetric, population_matrix
 from nlhf.models.judges import ScoreJudge
-from nlhf.models.judges.population import Group, PopulationJudge
+from nlhf.models.judges.population import AnnotatorGroup, PopulationJudge
 from nlhf.tabular import fit_bradley_terry
 
 
@@ -55,7 +55,7 @@ def exact_matrix(population: PopulationJudge, prompt: str, texts: Sequence[str])
 class CriterionJudge(ScoreJudge):
     """One group of the population alone: its criterion is the score, 1/T the scale."""
 
-    def __init__(self, group: Group) -> None:
+    def __init__(self, group: AnnotatorGroup) -> None:
         super().__init__(1.0 / group.temperature)
         self.group = group
         self.name = group.name

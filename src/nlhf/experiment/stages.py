@@ -37,13 +37,14 @@ from nlhf.experiment.judges import (
 )
 from nlhf.experiment.tuning import tune, tuned_settings
 from nlhf.files import atomic_write_json, atomic_write_text
+from nlhf.models.judges.load import population_judge
 from nlhf.models.judges.population import PopulationJudge
 from nlhf.resumable import StageLog
 
 
 def load_population(config: Config) -> PopulationJudge:
     try:
-        return PopulationJudge.load(config.population)
+        return population_judge(config.population)
     except UserError:
         raise
     except Exception as exc:  # a criterion that cannot be built (missing judge folder, …)
@@ -343,7 +344,7 @@ def route_configs(
 
     def ppo_config(route: str, judge: str) -> Any:
         given = dict(
-            lr=config.ppo_lr, ppo_epochs=config.ppo_epochs, init_kl_coef=config.ppo_kl_coef
+            lr=config.ppo_lr, epochs=config.ppo_epochs, init_kl_coef=config.ppo_kl_coef
         )
         return ppo.Config(**fields(route, judge), **(given | tuned.get("ppo", {})))
 

@@ -22,11 +22,21 @@ import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from nlhf.config import Checked, option
 from nlhf.models.errors import ModelError
-from nlhf.models.judges.base import FunctionJudge, Judge, JudgeOptions, LexiconJudge
+from nlhf.models.judges.base import FunctionJudge, Judge, JudgeOptions, LexiconJudge, ScoreJudge
 from nlhf.models.judges.cache import cached
+from nlhf.models.judges.population import (
+    CRITERIA,
+    DEFAULT,
+    AnnotatorGroup,
+    Criterion,
+    PopulationJudge,
+)
 
 JUDGE_HELP = (
     "judge: vader; a folder from nlhf train reward-model|preference-model; any sequence "
@@ -138,9 +148,7 @@ def build_judge(spec: str, options: JudgeOptions) -> Judge:
     if spec.startswith("python:"):
         return python_judge(spec)
     if spec.startswith("population:"):
-        from nlhf.models.judges.population import PopulationJudge
-
-        return PopulationJudge.load(spec.removeprefix("population:"))
+        return population_judge(spec.removeprefix("population:"))
     path = Path(spec)
     if path.is_dir() and (path / KIND_FILE).exists():
         from nlhf.models.judges.trained import trained_judge
@@ -160,6 +168,55 @@ def build_judge(spec: str, options: JudgeOptions) -> Judge:
     raise ModelError(
         f"{spec}: a {kind} is neither a sequence classifier nor a causal LM, so not a judge"
     )
+
+
+def criterion(spec: str) -> Criterion:
+    """A population group's criterion: a built-in one (``CRITERIA``) or a score judge's spec
+    (``python:module:function``, ``vader``, a reward-model folder, …)."""
+    if spec in CRITERIA:
+        return CRITERIA[spec][0]()
+    judge = build_judge(spec, JudgeOptions(cache=False))
+    if not isinstance(judge, ScoreJudge):
+        raise ModelError(f"criterion {spec!r}: a criterion needs a score judge, not a pairwise one")
+    return judge.scores
+
+
+def population_from_definition(
+    definition: dict[str, Any], where: str = "population"
+) -> PopulationJudge:
+    """The population a definition ``{"groups": [{name, criterion, weight, temperature}]}``
+    describes (``where`` names it in errors)."""
+    groups_in = definition.get("groups") if isinstance(definition, dict) else None
+    if not isinstance(groups_in, list) or not groups_in:
+        raise ModelError(f"{where}: needs a list 'groups' of name, criterion, weight, temperature")
+    groups = []
+    for i, g in enumerate(groups_in):
+        if not isinstance(g, dict) or "criterion" not in g:
+            raise ModelError(f"{where}: groups[{i}] needs a 'criterion'")
+        unknown = set(g) - {"name", "criterion", "weight", "temperature"}
+        if unknown:
+            raise ModelError(f"{where}: groups[{i}]: unknown field(s) {sorted(unknown)}")
+        try:
+            weight, temperature = float(g.get("weight", 1.0)), float(g.get("temperature", 1.0))
+        except (TypeError, ValueError):
+            raise ModelError(f"{where}: groups[{i}]: weight and temperature are numbers") from None
+        name = str(g.get("name", g["criterion"]))
+        groups.append(AnnotatorGroup(name, criterion(str(g["criterion"])), weight, temperature))
+    return PopulationJudge(groups, definition)
+
+
+def population_judge(spec: str) -> PopulationJudge:
+    """``default`` (positivity, brevity, vocabulary) or a YAML file with ``groups``."""
+    if spec == "default":
+        return population_from_definition(DEFAULT, "population:default")
+    path = Path(spec)
+    if not path.is_file():
+        raise ModelError(f"population:{spec}: no such file (or give population:default)")
+    try:
+        definition = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ModelError(f"{spec}: not a readable YAML population ({exc})") from None
+    return population_from_definition(definition, spec)
 
 
 def load_judge(spec: str, options: JudgeOptions | None = None) -> Judge:

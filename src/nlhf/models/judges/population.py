@@ -2,22 +2,21 @@
 
     judge = load_judge("population:default")               # positivity, brevity, vocabulary
     judge = load_judge("population:crowd.yaml")             # your own groups
-    judge = PopulationJudge([Group("short", brevity, weight=2, temperature=0.5), ...])
+    judge = PopulationJudge([AnnotatorGroup("short", brevity, weight=2, temperature=0.5), ...])
     p = judge(prompts, a, b)                                # the population's P(a ≻ b | x)
     rows = judge.sample_labels(prompts, a, b, rng)          # one drawn annotator per pair
 
-A group has a criterion s(prompt, completion), a weight and a temperature T; its members
-prefer y to y′ with probability σ((s(y) − s(y′))/T).  The population's P(y ≻ y′ | x) is the
-weighted mean over groups: antisymmetric, ½ against itself, and not transitive in general
-(three groups that rank three completions in the three rotations of one order make a
-majority cycle no reward can represent).  ``sample_labels`` collects labels as a real study
-would: for each pair one annotator, drawn with the groups' weights, makes a binary choice
-(``annotators=k``: k of them, each a row).  Rows use the schema of ``nlhf label export``.
-
-A definition (YAML or a dict) names each group's criterion: a built-in (``CRITERIA``:
-``positivity``, ``brevity``, ``vocabulary``, ``film_words``, ``exclamations``), a
-``python:module:function``, or a score judge's spec (a reward-model folder, ``vader``, …).
-``definition`` is what runs record in their config.
+An annotator group has a criterion s(prompt, completion), a weight and a temperature T; its
+members prefer y to y′ with probability σ((s(y) − s(y′))/T).  The population's P(y ≻ y′ | x) is
+the weighted mean over groups (:func:`population_preference`, the one formula that the
+segment population of ``nlhf.control.labelers`` and the experiment's exact matrices use too):
+antisymmetric, ½ against itself, and not transitive in general (three groups that rank three
+completions in the three rotations of one order make a majority cycle no reward can
+represent).  ``sample_labels`` collects labels as a real study would: for each pair one
+annotator, drawn with the groups' weights, makes a binary choice (``annotators=k``: k of them,
+each a row).  Rows use the schema of ``nlhf label export``.  A definition (YAML or a dict) of
+the groups, with built-in (``CRITERIA``), Python or score-judge criteria, is read by
+:func:`nlhf.models.judges.load.population_judge`.
 """
 
 from __future__ import annotations
@@ -27,11 +26,12 @@ import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
+from nlhf.config import Checked
 from nlhf.models.errors import ModelError
 from nlhf.models.judges.base import check
 
@@ -90,7 +90,7 @@ DEFAULT = {
 
 
 @dataclass(frozen=True)
-class Group:
+class AnnotatorGroup(Checked):
     """Annotators who share a criterion; they prefer y to y′ w.p. σ((s(y) − s(y′))/T).
 
     ``criterion`` scores completions for :class:`PopulationJudge`; other populations put their
@@ -101,43 +101,49 @@ class Group:
     weight: float = 1.0
     temperature: float = 1.0
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if not (self.weight > 0 and math.isfinite(self.weight)):
             raise ModelError(f"population group {self.name!r}: weight must be > 0")
         if not (self.temperature > 0 and math.isfinite(self.temperature)):
             raise ModelError(f"population group {self.name!r}: temperature must be > 0")
 
 
-def criterion(spec: str) -> Criterion:
-    """A built-in criterion, ``python:module:function`` or a score judge's spec."""
-    if spec in CRITERIA:
-        return CRITERIA[spec][0]()
-    from nlhf.models.judges.base import FunctionJudge, ScoreJudge
-    from nlhf.models.judges.load import build_judge, python_judge
+def group_weights(groups: Sequence[AnnotatorGroup]) -> np.ndarray:
+    """The groups' weights normalized to sum 1; no group, or a name used twice, is an error."""
+    if not groups:
+        raise ModelError("a population needs at least one group")
+    names = [g.name for g in groups]
+    if len(set(names)) != len(names):
+        raise ModelError(f"population group names repeat: {names}")
+    total = sum(g.weight for g in groups)
+    return np.array([g.weight / total for g in groups], dtype=np.float64)
 
-    if spec.startswith("python:"):
-        fn: FunctionJudge = python_judge(spec)
-        return fn.scores
-    from nlhf.models.judges.base import JudgeOptions
 
-    judge = build_judge(spec, JudgeOptions(cache=False))
-    if not isinstance(judge, ScoreJudge):
-        raise ModelError(f"criterion {spec!r}: a criterion needs a score judge, not a pairwise one")
-    return judge.scores
+def group_preferences(scores_a: np.ndarray, scores_b: np.ndarray, temperatures) -> np.ndarray:
+    """(G, ...): each group's P(a ≻ b) = σ((s_g(a) − s_g(b))/T_g) from (G, ...) scores."""
+    gaps = np.asarray(scores_a, np.float64) - np.asarray(scores_b, np.float64)
+    t = np.asarray(temperatures, np.float64).reshape(-1, *[1] * (gaps.ndim - 1))
+    return 0.5 * (1.0 + np.tanh(0.5 * (gaps / t)))  # σ, with no overflow for large gaps
+
+
+def population_preference(
+    scores_a: np.ndarray, scores_b: np.ndarray, weights, temperatures
+) -> np.ndarray:
+    """P(a ≻ b) = Σ_g w_g σ((s_g(a) − s_g(b))/T_g) with the weights normalized to sum 1, from
+    the groups' (G, ...) scores of both sides: the population's preference, (...)."""
+    w = np.asarray(weights, np.float64)
+    return np.tensordot(w / w.sum(), group_preferences(scores_a, scores_b, temperatures), 1)
 
 
 class PopulationJudge:
-    """P(a ≻ b | x) = Σ_g w_g σ((s_g(a) − s_g(b))/T_g) with Σ_g w_g = 1."""
+    """The judge of a population of annotator groups (:func:`population_preference`)."""
 
-    def __init__(self, groups: Sequence[Group], definition: dict[str, Any] | None = None) -> None:
-        if not groups:
-            raise ModelError("a population needs at least one group")
-        names = [g.name for g in groups]
-        if len(set(names)) != len(names):
-            raise ModelError(f"population group names repeat: {names}")
+    def __init__(
+        self, groups: Sequence[AnnotatorGroup], definition: dict[str, Any] | None = None
+    ) -> None:
         self.groups = list(groups)
-        total = sum(g.weight for g in groups)
-        self.weights = torch.tensor([g.weight / total for g in groups], dtype=torch.float64)
+        self.weights = torch.from_numpy(group_weights(self.groups))
+        self.temperatures = np.array([g.temperature for g in self.groups], dtype=np.float64)
         self.definition = definition or {
             "groups": [
                 {
@@ -150,66 +156,21 @@ class PopulationJudge:
             ]
         }
 
-    @classmethod
-    def from_definition(
-        cls, definition: dict[str, Any], where: str = "population"
-    ) -> PopulationJudge:
-        groups_in = definition.get("groups") if isinstance(definition, dict) else None
-        if not isinstance(groups_in, list) or not groups_in:
-            raise ModelError(
-                f"{where}: needs a list 'groups' of name, criterion, weight, temperature"
-            )
-        groups = []
-        for i, g in enumerate(groups_in):
-            if not isinstance(g, dict) or "criterion" not in g:
-                raise ModelError(f"{where}: groups[{i}] needs a 'criterion'")
-            unknown = set(g) - {"name", "criterion", "weight", "temperature"}
-            if unknown:
-                raise ModelError(f"{where}: groups[{i}]: unknown field(s) {sorted(unknown)}")
-            try:
-                weight, temperature = float(g.get("weight", 1.0)), float(g.get("temperature", 1.0))
-            except (TypeError, ValueError):
-                raise ModelError(
-                    f"{where}: groups[{i}]: weight and temperature are numbers"
-                ) from None
-            groups.append(
-                Group(
-                    str(g.get("name", g["criterion"])),
-                    criterion(str(g["criterion"])),
-                    weight,
-                    temperature,
-                )
-            )
-        return cls(groups, definition)
-
-    @classmethod
-    def load(cls, spec: str) -> PopulationJudge:
-        """``default`` or a YAML file with ``groups``."""
-        if spec == "default":
-            return cls.from_definition(DEFAULT, "population:default")
-        path = Path(spec)
-        if not path.is_file():
-            raise ModelError(f"population:{spec}: no such file (or give population:default)")
-        import yaml
-
-        try:
-            definition = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise ModelError(f"{spec}: not a readable YAML population ({exc})") from None
-        return cls.from_definition(definition, spec)
-
-    def group_probs(self, prompts, a, b) -> torch.Tensor:
-        """(G, B): each group's P(a ≻ b | x)."""
+    def _scores(self, prompts, a, b) -> tuple[np.ndarray, np.ndarray]:
+        """((G, B), (G, B)): every group's criterion scores of a and of b."""
         check(prompts, a, b)
         n = len(prompts)
-        rows = []
-        for g in self.groups:
-            s = g.criterion(list(prompts) * 2, list(a) + list(b)).double().cpu()
-            rows.append(torch.sigmoid((s[:n] - s[n:]) / g.temperature))
-        return torch.stack(rows)
+        s = [g.criterion(list(prompts) * 2, list(a) + list(b)).double().cpu() for g in self.groups]
+        both = torch.stack(s).numpy()
+        return both[:, :n], both[:, n:]
+
+    def group_probs(self, prompts, a, b) -> np.ndarray:
+        """(G, B): each group's P(a ≻ b | x)."""
+        return group_preferences(*self._scores(prompts, a, b), self.temperatures)
 
     def __call__(self, prompts, a, b) -> torch.Tensor:
-        return (self.weights[:, None] * self.group_probs(prompts, a, b)).sum(0).float()
+        p = population_preference(*self._scores(prompts, a, b), self.weights, self.temperatures)
+        return torch.from_numpy(p).float()
 
     def sample_labels(
         self,
