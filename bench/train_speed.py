@@ -139,7 +139,7 @@ def run_ours(args: argparse.Namespace) -> dict:
     elif name == "ppo":
         from nlhf.train.ppo import PPO, Config
 
-        config = Config(ppo_epochs=args.ppo_epochs, mini_batches=1, adaptive_kl=False, **common)
+        config = Config(epochs=args.ppo_epochs, mini_batches=1, adaptive_kl=False, **common)
         trainer = Trainer(config, policy=policy, judge=judge, prompts=prompts)
         algorithm = PPO(trainer, config)
     else:

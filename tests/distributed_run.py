@@ -22,7 +22,7 @@ from nlhf.train.online import Trainer
 PROMPTS = ["say a", "hello", "abc", "x", "the cat", "a b", "Hi", "zz top"]
 ALGORITHMS = {
     "nash-md": (nash_md, nash_md.NashMDPG, {}),
-    "ppo": (ppo, ppo.PPO, {"ppo_epochs": 2, "mini_batches": 2, "lr": 3e-3}),
+    "ppo": (ppo, ppo.PPO, {"epochs": 2, "mini_batches": 2, "lr": 3e-3}),
     "online-dpo": (online_dpo, online_dpo.OnlineDPO, {"label": "soft"}),
     "nash-ema": (nash_ema, nash_ema.NashEMA, {"ema_decay": 0.5}),
     "nash-mp": (nash_mp, nash_mp.NashMP, {"prox_steps": 2}),

@@ -88,8 +88,8 @@ def test_kl_controller_rejects_bad_settings(kwargs):
     ("overrides", "field"),
     [
         (dict(batch_size=6, mini_batches=4), "mini_batches"),
-        (dict(ppo_epochs=0), "ppo_epochs"),
-        (dict(cliprange=0.0), "cliprange"),
+        (dict(epochs=0), "epochs"),
+        (dict(clip=0.0), "clip"),
         (dict(vf_coef=-1.0), "vf_coef"),
         (dict(lam=1.5), "lam"),
     ],
@@ -155,7 +155,7 @@ def test_one_step_moves_every_weight_and_logs_every_documented_metric(tmp_path):
 
 
 def test_one_update_lowers_policy_and_value_losses_on_a_fixed_rollout(tmp_path):
-    trainer, config = make(tmp_path, ppo_epochs=4, mini_batches=2, lr=1e-2)
+    trainer, config = make(tmp_path, epochs=4, mini_batches=2, lr=1e-2)
     algo = ppo.PPO(trainer, config)
     rollout = algo.rollout(trainer.batches(0), 0)
     everything = torch.arange(rollout.tokens.shape[0])
@@ -176,7 +176,7 @@ def test_one_update_lowers_policy_and_value_losses_on_a_fixed_rollout(tmp_path):
 
 
 def test_update_logs_the_documented_metrics_and_adapts_the_kl_coefficient(tmp_path):
-    trainer, config = make(tmp_path, init_kl_coef=0.2, target_kl=0.01, kl_horizon=8, ppo_epochs=1)
+    trainer, config = make(tmp_path, init_kl_coef=0.2, kl_target=0.01, kl_horizon=8, epochs=1)
     algo = ppo.PPO(trainer, config)
     metrics = algo.update(trainer.batches(0), 0)
     documented = logged_metrics("ppo", "ppo")
@@ -185,7 +185,7 @@ def test_update_logs_the_documented_metrics_and_adapts_the_kl_coefficient(tmp_pa
     expected = 0.2 * adaptive_kl_factor(metrics["kl"], 0.01, 8, 8)
     assert algo.kl.value == pytest.approx(expected)
     # A fixed coefficient stays put.
-    trainer, config = make(tmp_path / "fixed", init_kl_coef=0.2, adaptive_kl=False, ppo_epochs=1)
+    trainer, config = make(tmp_path / "fixed", init_kl_coef=0.2, adaptive_kl=False, epochs=1)
     fixed = ppo.PPO(trainer, config)
     fixed.update(trainer.batches(0), 0)
     assert fixed.kl.value == 0.2
@@ -194,7 +194,7 @@ def test_update_logs_the_documented_metrics_and_adapts_the_kl_coefficient(tmp_pa
 def test_micro_batches_give_the_gradient_of_the_whole_mini_batch(tmp_path):
     grads = []
     for accum in (1, 4):
-        trainer, config = make(tmp_path / str(accum), grad_accum=accum, ppo_epochs=1)
+        trainer, config = make(tmp_path / str(accum), grad_accum=accum, epochs=1)
         algo = ppo.PPO(trainer, config)
         torch.nn.init.normal_(algo.head.linear.weight, std=0.1)
         rollout = algo.rollout(trainer.batches(0), 0)
@@ -212,7 +212,7 @@ def test_micro_batches_give_the_gradient_of_the_whole_mini_batch(tmp_path):
 
 
 def test_checkpoint_state_carries_value_head_and_kl_coefficient(tmp_path):
-    trainer, config = make(tmp_path, ppo_epochs=1)
+    trainer, config = make(tmp_path, epochs=1)
     algo = ppo.PPO(trainer, config)
     algo.update(trainer.batches(0), 0)
     state = algo.state_dict()

@@ -56,7 +56,7 @@ ALGORITHMS = {  # module, algorithm, settings beyond SHARED, the judge's scale
     "ppo": (
         ppo,
         ppo.PPO,
-        dict(lr=1e-2, ppo_epochs=1, mini_batches=2, kl_horizon=8, target_kl=0.01, lora_r=4),
+        dict(lr=1e-2, epochs=1, mini_batches=2, kl_horizon=8, kl_target=0.01, lora_r=4),
         1.0,
     ),
 }

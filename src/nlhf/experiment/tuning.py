@@ -30,8 +30,8 @@ PPO_GRID: dict[str, dict[str, float]] = {
     "given": {},
     "lr ×3": {"lr": 3.0},
     "lr ÷3": {"lr": 1 / 3},
-    "2 epochs": {"ppo_epochs": 2},
-    "8 epochs": {"ppo_epochs": 8},
+    "2 epochs": {"epochs": 2},
+    "8 epochs": {"epochs": 8},
     "4 mini-batches": {"mini_batches": 4},
     "KL coef 0.2": {"init_kl_coef": 0.2},
 }

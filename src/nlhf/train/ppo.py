@@ -11,9 +11,9 @@ The classic sentiment pipeline (Ziegler et al. 2019; trlX ``ppo_sentiments``).  
    (:func:`nlhf.losses.kl_penalized_rewards`), optionally whitened;
 3. one no-gradient forward of policy + value head: old log-probs and values; GAE(γ, λ)
    advantages (whitened over the rollout) and returns;
-4. ``ppo_epochs`` passes of ``mini_batches`` shuffled mini-batches, one optimizer step each on
+4. ``epochs`` passes of ``mini_batches`` shuffled mini-batches, one optimizer step each on
    the clipped policy loss + ``vf_coef`` × the clipped value loss;
-5. β adapts towards ``target_kl`` (:mod:`nlhf.train.kl_control`).
+5. β adapts towards ``kl_target`` (:mod:`nlhf.train.kl_control`).
 
 The value head (:mod:`nlhf.train.value_head`) trains with the policy and is saved as
 ``<out>/value_head.safetensors``.  Parameter names in TRL and trlX, metrics: ``docs/trainers.md``.
@@ -65,14 +65,14 @@ class Config(OnlineConfig):
     out: str = option("runs/ppo", "output folder: metrics.jsonl, checkpoints/, policy/")
     lr: float = option(
         5e-5,
-        "learning rate (PPO takes ppo_epochs × mini_batches steps per rollout, so it needs a "
+        "learning rate (PPO takes epochs × mini_batches steps per rollout, so it needs a "
         "smaller one than the single-step trainers)",
     )
-    ppo_epochs: int = option(4, "passes over each rollout batch (TRL ppo_epochs)")
+    epochs: int = option(4, "passes over each rollout batch (TRL ppo_epochs)")
     mini_batches: int = option(
         2, "mini-batches per pass, one optimizer step each (TRL num_mini_batches)"
     )
-    cliprange: float = option(0.2, "PPO clip ε of the probability ratio (TRL cliprange)")
+    clip: float = option(0.2, "PPO clip ε of the probability ratio (TRL cliprange)")
     cliprange_value: float = option(
         0.2, "clip of the value update around the rollout's values (TRL cliprange_value)"
     )
@@ -81,9 +81,9 @@ class Config(OnlineConfig):
         0.05, "initial coefficient β of the per-token KL penalty (TRL init_kl_coef)"
     )
     adaptive_kl: bool = option(
-        True, "adapt β towards target_kl (Ziegler et al.); false: β stays fixed (adap_kl_ctrl)"
+        True, "adapt β towards kl_target (Ziegler et al.); false: β stays fixed (adap_kl_ctrl)"
     )
-    target_kl: float = option(6.0, "adaptive β: target sequence KL(π‖μ) in nats (TRL target)")
+    kl_target: float = option(6.0, "adaptive β: target sequence KL(π‖μ) in nats (TRL target)")
     kl_horizon: int = option(
         10_000, "adaptive β: samples over which β moves by at most 20% (TRL horizon)"
     )
@@ -99,7 +99,7 @@ class Config(OnlineConfig):
     )
 
     def check(self) -> None:
-        for name in ("ppo_epochs", "mini_batches", "kl_horizon"):
+        for name in ("epochs", "mini_batches", "kl_horizon"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
         if self.batch_size % self.mini_batches:
@@ -107,7 +107,7 @@ class Config(OnlineConfig):
                 f"batch_size ({self.batch_size}) must be a multiple of "
                 f"mini_batches ({self.mini_batches})"
             )
-        for name in ("cliprange", "cliprange_value", "target_kl"):
+        for name in ("clip", "cliprange_value", "kl_target"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("vf_coef", "init_kl_coef"):
@@ -190,7 +190,7 @@ class PPO(Algorithm):
         policy = trainer.policy
         self.head = ValueHead(hidden_size(policy.model)).to(policy.device)
         self.kl = KLController(
-            config.init_kl_coef, config.target_kl if config.adaptive_kl else None, config.kl_horizon
+            config.init_kl_coef, config.kl_target if config.adaptive_kl else None, config.kl_horizon
         )
         trainer.add_parameters(self.head)  # one optimizer, one schedule, one clip
 
@@ -310,7 +310,7 @@ class PPO(Algorithm):
         out = self.forward(batch.prompt_ids, batch.prompt_mask, batch.tokens, batch.mask)
         keep = batch.mask.bool()
         policy_loss, stats = ppo_policy_loss(
-            out.logprobs, batch.logprobs, batch.advantages, keep, cfg.cliprange
+            out.logprobs, batch.logprobs, batch.advantages, keep, cfg.clip
         )
         value_loss = ppo_value_loss(
             out.values, batch.values, batch.returns, keep, cfg.cliprange_value
@@ -334,7 +334,7 @@ class PPO(Algorithm):
         lo = procs.index * n
         size = total // cfg.mini_batches
         out = []
-        for epoch in range(cfg.ppo_epochs):
+        for epoch in range(cfg.epochs):
             (generator,) = row_generators(cfg.seed, step, [epoch], salt=7)
             order = torch.randperm(total, generator=generator)
             for k in range(cfg.mini_batches):
@@ -345,14 +345,14 @@ class PPO(Algorithm):
         return out
 
     def optimize(self, rollout: Rollout, step: int) -> dict[str, float]:
-        """4. ``ppo_epochs`` shuffled passes of ``mini_batches`` optimizer steps over a rollout.
+        """4. ``epochs`` shuffled passes of ``mini_batches`` optimizer steps over a rollout.
 
         A mini-batch is cut into micro-batches of at most ``batch_size / grad_accum`` rows, each
         weighted by its tokens' share of the mini-batch's tokens on every process, so the
         summed gradient is the whole mini-batch's; metrics are means over the updates."""
         cfg, trainer, procs = self.config, self.trainer, self.trainer.procs
         micro = min(cfg.batch_size // cfg.mini_batches, max(1, cfg.batch_size // cfg.grad_accum))
-        updates = cfg.ppo_epochs * cfg.mini_batches
+        updates = cfg.epochs * cfg.mini_batches
         batches = self.minibatches(step, rollout.tokens.device)
         counts = procs.sum(torch.stack([rollout.mask[index].sum().double() for index in batches]))
 
