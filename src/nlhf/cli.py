@@ -289,6 +289,9 @@ def _is_override(token: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # `nlhf` alone: the command list
+        build_parser().print_help()
+        return 0
     debug = "--debug" in argv or os.environ.get("NLHF_DEBUG", "") not in ("", "0")
     argv = [token for token in argv if token != "--debug"]
     parser = build_parser(argv)
