@@ -1,4 +1,4 @@
-"""The layer rules of DESIGN.md, checked on every import of ``src/nlhf`` (function-local ones
+"""The layer rules of docs/design.md, checked on every import of ``src/nlhf`` (function-local ones
 included, relative ones resolved) by reading the source with ``ast``; nothing is imported.
 
     .venv/bin/python -m pytest -q tests/test_layers.py
