@@ -209,64 +209,74 @@ class PPO(Algorithm):
 
     @torch.no_grad()
     def rollout(self, chunks: list[PromptBatch], step: int) -> Rollout:
-        """Sample, score and evaluate every chunk; rewards, GAE advantages and returns.
+        """Sample, score and evaluate every chunk (:meth:`sample_chunk`), pad the chunks to
+        common widths, then rewards, GAE advantages and returns (:meth:`advantages`).
 
         With several processes the rollout holds this process's rows; the whitening and the
         metrics use the statistics of every process's rows."""
-        cfg, policy, procs = self.config, self.trainer.policy, self.trainer.procs
+        timings = dict.fromkeys(("sample_seconds", "judge_seconds", "rollout_seconds"), 0.0)
         parts: dict[str, list[torch.Tensor]] = {}
-        timings = {"sample_seconds": 0.0, "judge_seconds": 0.0, "rollout_seconds": 0.0}
         for batch in chunks:
-            t0 = time.perf_counter()
-            # 1. rollout
-            y = sample(
-                policy,
-                batch.ids,
-                batch.mask,
-                cfg.max_new_tokens,
-                reference=policy.reference,
-                temperature=cfg.temperature,
-                generator=row_generators(cfg.seed, step, batch.rows),
-            )
-            t1 = time.perf_counter()
-            # 2. the judge's scores (the KL penalty follows below)
-            texts = decode_completions(policy.tokenizer, y.tokens, y.mask)
-            scores = torch.as_tensor(self.trainer.judge.scores(batch.texts, texts))
-            if scores.shape != (len(texts),):
-                raise ValueError(
-                    f"{type(self.trainer.judge).__name__}.scores returned shape "
-                    f"{tuple(scores.shape)} for {len(texts)} completions (one score each)"
-                )
-            t2 = time.perf_counter()
-            # 3. old log-probs and values
-            out = self.forward(batch.ids, batch.mask, y.tokens, y.mask)
-            timings["sample_seconds"] += t1 - t0
-            timings["judge_seconds"] += t2 - t1
-            timings["rollout_seconds"] += time.perf_counter() - t2
-            found = {
-                "prompt_ids": batch.ids,
-                "prompt_mask": batch.mask,
-                "tokens": y.tokens,
-                "mask": y.mask,
-                "sample_logprobs": y.policy_logprobs,
-                "ref_logprobs": y.ref_logprobs,
-                "logprobs": out.logprobs,
-                "values": out.values,
-                "scores": scores.float().to(policy.device),
-            }
-            for key, value in found.items():
+            for key, value in self.sample_chunk(batch, step, timings).items():
                 parts.setdefault(key, []).append(value)
-        t3 = time.perf_counter()
-        pad = policy.pad_token_id
-        prompt_ids = _pad(parts["prompt_ids"], pad, left=True)
-        prompt_mask = _pad(parts["prompt_mask"], 0, left=True)
-        tokens, mask = _pad(parts["tokens"], pad, left=False), _pad(parts["mask"], 0, left=False)
-        plp, rlp, old, values = (
-            _pad(parts[k], 0.0, left=False)
-            for k in ("sample_logprobs", "ref_logprobs", "logprobs", "values")
+        t0 = time.perf_counter()
+        pad, scores = self.trainer.policy.pad_token_id, torch.cat(parts.pop("scores"))
+        padded = {  # prompts padded on the left, completions on the right
+            k: _pad(v, pad if k in ("prompt_ids", "tokens") else 0, k.startswith("prompt"))
+            for k, v in parts.items()
+        }
+        rollout = self.advantages(padded, scores)
+        timings["rollout_seconds"] += time.perf_counter() - t0
+        rollout.metrics.update(self.trainer.procs.mean_metrics(timings))
+        return rollout
+
+    def sample_chunk(
+        self, batch: PromptBatch, step: int, timings: dict[str, float]
+    ) -> dict[str, torch.Tensor]:
+        """1. One chunk's completions with log π and log μ, the judge's scores, and the old
+        log-probs and values; the seconds each part took are added to ``timings``."""
+        cfg, policy, judge = self.config, self.trainer.policy, self.trainer.judge
+        t0 = time.perf_counter()
+        y = sample(
+            policy,
+            batch.ids,
+            batch.mask,
+            cfg.max_new_tokens,
+            reference=policy.reference,
+            temperature=cfg.temperature,
+            generator=row_generators(cfg.seed, step, batch.rows),
         )
-        scores = torch.cat(parts["scores"])
-        keep = mask.bool()
+        t1 = time.perf_counter()
+        texts = decode_completions(policy.tokenizer, y.tokens, y.mask)
+        scores = torch.as_tensor(judge.scores(batch.texts, texts))
+        if scores.shape != (len(texts),):
+            raise ValueError(
+                f"{type(judge).__name__}.scores returned shape "
+                f"{tuple(scores.shape)} for {len(texts)} completions (one score each)"
+            )
+        t2 = time.perf_counter()
+        out = self.forward(batch.ids, batch.mask, y.tokens, y.mask)
+        timings["sample_seconds"] += t1 - t0
+        timings["judge_seconds"] += t2 - t1
+        timings["rollout_seconds"] += time.perf_counter() - t2
+        return {
+            "prompt_ids": batch.ids,
+            "prompt_mask": batch.mask,
+            "tokens": y.tokens,
+            "mask": y.mask,
+            "sample_logprobs": y.policy_logprobs,
+            "ref_logprobs": y.ref_logprobs,
+            "logprobs": out.logprobs,
+            "values": out.values,
+            "scores": scores.float().to(policy.device),
+        }
+
+    def advantages(self, padded: dict[str, torch.Tensor], scores: torch.Tensor) -> Rollout:
+        """2.–3. The rewards (the scores at the last token, the KL penalty at every token),
+        GAE advantages (whitened) and returns of the padded rollout, and its metrics."""
+        cfg, procs = self.config, self.trainer.procs
+        mask, values = padded["mask"], padded["values"]
+        plp, rlp, keep = padded["sample_logprobs"], padded["ref_logprobs"], mask.bool()
         rewards = kl_penalized_rewards(scores, plp, rlp, keep, self.kl.value)
         kl = (plp - rlp).sum(-1)
         non_score = rewards.sum(-1) - scores
@@ -276,7 +286,6 @@ class PPO(Algorithm):
         advantages = distributed.masked_whiten(procs, advantages, keep)
         rows = procs.gather(torch.stack([scores, kl, non_score, mask.sum(1).float()], dim=1))
         all_scores = rows[:, 0]
-        timings["rollout_seconds"] += time.perf_counter() - t3
         metrics = {
             "reward": float(all_scores.mean()),
             "reward_std": float(all_scores.std()) if len(all_scores) > 1 else 0.0,
@@ -289,14 +298,13 @@ class PPO(Algorithm):
                 values, returns, keep, partial(distributed.masked_mean, procs)
             ),
             "length": float(rows[:, 3].mean()),
-            **procs.mean_metrics(timings),
         }
         return Rollout(
-            prompt_ids=prompt_ids,
-            prompt_mask=prompt_mask,
-            tokens=tokens,
+            prompt_ids=padded["prompt_ids"],
+            prompt_mask=padded["prompt_mask"],
+            tokens=padded["tokens"],
             mask=mask,
-            logprobs=old,
+            logprobs=padded["logprobs"],
             values=values,
             advantages=advantages,
             returns=returns,
