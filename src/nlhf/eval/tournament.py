@@ -172,6 +172,31 @@ def policy_stats(
     )
 
 
+def judge_all(
+    judges: list[tuple[str, Any]],
+    prompts: list[str],
+    completions: list[Completions],
+    samples: int,
+    pairing: Pairing,
+    batch_size: int,
+    progress: bool,
+) -> list[Verdict]:
+    """Every (name, judge)'s verdict on every comparison, under one progress bar."""
+    from tqdm.auto import tqdm
+
+    k = len(completions)
+    total = sum(count_comparisons(j, k, len(prompts), samples, pairing) for _, j in judges)
+    bar = tqdm(total=total, desc="judging", unit="item", disable=not progress)
+    verdicts = []
+    for name, judge in judges:
+        bar.set_postfix_str(name)
+        verdicts.append(
+            judge_tournament(judge, name, prompts, completions, pairing, batch_size, bar.update)
+        )
+    bar.close()
+    return verdicts
+
+
 def run_tournament(
     policies: Sequence[str],
     prompts: Sequence[str],
@@ -195,8 +220,6 @@ def run_tournament(
     mapping name → judge; ``reference``: the reference policy (empty: the base model of the
     first LoRA adapter).
     """
-    from tqdm.auto import tqdm
-
     from nlhf.models.judges import load_judge
 
     sampling = sampling or Sampling()
@@ -210,47 +233,33 @@ def run_tournament(
     t0 = time.perf_counter()
     completions = sample_entrants(entrants, ref_path, prompts, sampling, progress)
     t1 = time.perf_counter()
-    k, S = len(entrants), sampling.samples_per_prompt
-    total = sum(count_comparisons(j, k, len(prompts), S, pairing) for _, j in loaded)
-    bar = tqdm(total=total, desc="judging", unit="item", disable=not progress)
-    verdicts = []
-    for name, judge in loaded:
-        bar.set_postfix_str(name)
-        verdicts.append(
-            judge_tournament(
-                judge, name, prompts, completions, pairing, judge_batch_size, bar.update
-            )
-        )
-    bar.close()
+    S = sampling.samples_per_prompt
+    verdicts = judge_all(loaded, prompts, completions, S, pairing, judge_batch_size, progress)
     t2 = time.perf_counter()
-
-    rates = {v.name: win_rate_matrix(v.prefs, k, level, interval) for v in verdicts}
+    k = len(entrants)
     ja, jb = comparison_index(S, pairing)
     gaps = {
         (a, b): completions[a].lengths[:, ja] - completions[b].lengths[:, jb]
         for a in range(k)
         for b in range(a + 1, k)
     }
-    controlled = {v.name: length_controlled(v.prefs, gaps, k, level) for v in verdicts}
-    disagreements = {
-        (a.name, b.name): disagreement(a.prefs, b.prefs, k, level, interval)
-        for i, a in enumerate(verdicts)
-        for b in verdicts[i + 1 :]
-    }
-    stats = [
-        policy_stats(e, c, prompts, verdicts, i, level, interval, show_samples)
-        for i, (e, c) in enumerate(zip(entrants, completions, strict=True))
-    ]
     result = Tournament(
         names=[e.name for e in entrants],
         entrants=entrants,
         prompts=prompts,
         completions=completions,
         verdicts=verdicts,
-        win_rates=rates,
-        disagreements=disagreements,
-        policies=stats,
-        length_controlled=controlled,
+        win_rates={v.name: win_rate_matrix(v.prefs, k, level, interval) for v in verdicts},
+        disagreements={
+            (a.name, b.name): disagreement(a.prefs, b.prefs, k, level, interval)
+            for i, a in enumerate(verdicts)
+            for b in verdicts[i + 1 :]
+        },
+        policies=[
+            policy_stats(e, c, prompts, verdicts, i, level, interval, show_samples)
+            for i, (e, c) in enumerate(zip(entrants, completions, strict=True))
+        ],
+        length_controlled={v.name: length_controlled(v.prefs, gaps, k, level) for v in verdicts},
         settings={
             "reference": ref_path,
             "pairing": pairing,
