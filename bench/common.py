@@ -1,8 +1,8 @@
-"""Shared benchmark plumbing: machine facts, JSON results, and the README table between markers.
+"""Shared benchmark plumbing: machine facts, JSON results, and the docs table between markers.
 
 Each benchmark calls :func:`record` with its name, a JSON-able result and a markdown table;
 the JSON goes to ``bench/results/<name>.json`` and the table replaces the block between
-``<!-- bench:<name> -->`` and ``<!-- /bench:<name> -->`` in README.md.
+``<!-- bench:<name> -->`` and ``<!-- /bench:<name> -->`` in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def machine() -> dict:
 def record(name: str, result: dict, table: str) -> None:
     result = {"benchmark": name, "machine": machine(), **result}
     atomic_write_json(ROOT / "bench" / "results" / f"{name}.json", result)
-    readme = ROOT / "README.md"
+    readme = ROOT / "docs" / "benchmarks.md"
     begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     text = readme.read_text()
     if begin in text and end in text:

@@ -4,7 +4,7 @@
     .venv/bin/python bench/pong.py --route ppo --sticky 0.25   # ale-py v5's sticky actions
     .venv/bin/python bench/pong.py --route rlhf --minutes 45 \
         --trainer budget=6000,initial=1000,label_c=1e6,initial_play=50000,chunk=100
-    .venv/bin/python bench/pong.py --table                     # README table from the results
+    .venv/bin/python bench/pong.py --table                     # the docs table from the results
 
 Each run trains one policy with one torch thread (pin it with ``taskset -c N`` to run two at
 once) and writes ``bench/results/pong-<route>-sticky<p>[-<tag>].json``:
@@ -18,7 +18,7 @@ once) and writes ``bench/results/pong-<route>-sticky<p>[-<tag>].json``:
    return with its 95% interval, and how many games ended at 0 or above.
 
 ``--table`` gathers every ``pong-*.json`` into the block between ``<!-- bench:pong -->`` markers
-of the README.  The peer workload (TRL) has no acting-policy trainer, so there is no ratio.
+of docs/benchmarks.md.  The peer workload (TRL) has no acting-policy trainer, hence no ratio.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=10, help="fresh games of the saved policy")
     parser.add_argument("--trainer", action="append", default=[], help="key=value route field")
     parser.add_argument("--tag", default="", help="suffix of the result's name")
-    parser.add_argument("--table", action="store_true", help="only rebuild the README table")
+    parser.add_argument("--table", action="store_true", help="only rebuild the docs table")
     args = parser.parse_args()
     args.trainer = [item for group in args.trainer for item in group.split(",") if item]
     table() if args.table else run(args)

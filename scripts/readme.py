@@ -1,15 +1,16 @@
-"""Put a finished demo run's headline results into the README and copy its images.
+"""Put a finished demo run's results into the docs and its verdicts into the README.
 
-    python scripts/readme.py runs/demo-20261130-101500             # updates ./README.md
+    python scripts/readme.py runs/demo-20261130-101500             # ./README.md and ./docs
     python scripts/readme.py runs/demo-20261130-101500 README.md
 
-Fills the block between the ``<!-- demo:lm -->`` and ``<!-- /demo:lm -->`` markers with the
-run's command line, wall time, verdicts, judge table, training table and tournament tables
-(all built by nlhf.demo.report from the run's files), and copies the run's heat map and
-training curves to ``docs/images/demo-heatmap.png`` and ``docs/images/demo-curves.png``
-beside the README.  The run folder is what ``nlhf demo`` (``make demo``) wrote; a run of
-``nlhf demo --all-methods`` fills the ``<!-- demo:all -->`` block and its images are
-``docs/images/demo-all-*.png``.
+Fills the block between the ``<!-- demo:lm -->`` and ``<!-- /demo:lm -->`` markers (on
+``docs/results/demo.md``) with the run's command line, wall time, verdicts, judge table,
+training table and tournament tables (all built by nlhf.demo.report from the run's files),
+the README's ``<!-- demo:headline -->`` block with the verdicts and the heat map, and copies
+the run's heat map and training curves to ``docs/images/demo-heatmap.png`` and
+``docs/images/demo-curves.png``.  The run folder is what ``nlhf demo`` (``make demo``) wrote;
+a run of ``nlhf demo --all-methods`` fills the ``<!-- demo:all -->`` block
+(``docs/results/all-methods.md``) and its images are ``docs/images/demo-all-*.png``.
 
 Repository tooling, not part of the installed package: it needs the package installed
 (``pip install -e .``) and is run from a checkout.  ``update_readme(run, readme)`` is the
@@ -19,9 +20,11 @@ whole job, for callers that load this file.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 
 from nlhf.demo.plan import Layout, methods
@@ -91,21 +94,41 @@ def summary(layout: Layout, images: str, prefix: str = "demo") -> str:
     )
 
 
+def headline(layout: Layout, images: str) -> str:
+    """The README's block: the verdicts of the latest ``nlhf demo`` and its heat map."""
+    verdicts = [line for line in summary(layout, images).splitlines() if line.startswith("- `")]
+    return "\n".join([*verdicts, "", f"![win-rate heat map]({images}/demo-heatmap.png)"])
+
+
 def update_readme(run: Path, readme: Path) -> None:
+    """Fill this run's blocks wherever their markers are: ``readme`` and the pages of ``docs/``
+    beside it (the full block on a results page; ``demo:headline``, the verdicts, on the
+    README), with image links relative to each file."""
     layout = Layout(run)
     all_methods = saved_config(layout).all_methods
-    begin, end = markers(all_methods)
     prefix = "demo-all" if all_methods else "demo"
-    text = readme.read_text()
-    if begin not in text or end not in text:
-        raise ValueError(f"{readme}: no {begin} … {end} block to fill")
-    images = readme.parent / "docs" / "images"
+    blocks = {markers(all_methods): lambda images: summary(layout, images, prefix)}
+    if not all_methods:
+        blocks["<!-- demo:headline -->", "<!-- /demo:headline -->"] = partial(headline, layout)
+    root = readme.parent
+    images = root / "docs" / "images"
     images.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(layout.tournament / "heatmap.png", images / f"{prefix}-heatmap.png")
     shutil.copyfile(layout.curves, images / f"{prefix}-curves.png")
-    block = summary(layout, "docs/images", prefix)
-    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
-    atomic_write_text(readme, pattern.sub(lambda _: f"{begin}\n{block}\n{end}", text))
+    filled = 0
+    for page in [readme, *sorted((root / "docs").rglob("*.md"))]:
+        text = new = page.read_text()
+        for (begin, end), block in blocks.items():
+            if begin in new and end in new:
+                content = block(Path(os.path.relpath(images, page.parent)).as_posix())
+                pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+                new = pattern.sub(lambda _, b=begin, e=end, c=content: f"{b}\n{c}\n{e}", new)
+                filled += 1
+        if new != text:
+            atomic_write_text(page, new)
+    if not filled:
+        begin, end = markers(all_methods)
+        raise ValueError(f"{readme}: no {begin} … {end} block to fill, nor in docs/")
 
 
 def main(argv: list[str]) -> int:
