@@ -81,7 +81,7 @@ def test_preference_model_learns_a_cycle_that_no_reward_model_can(encoder, tmp_p
     assert rm_acc < 0.8  # 2/3 is the ceiling for a reward on a 3-cycle, up to sampling noise
 
     # the saved folder loads back as a judge that reproduces the held-out accuracy
-    from nlhf.train.judges import prompt_text
+    from nlhf.train.judge_training import prompt_text
     from nlhf.train.pairs import load_training_pairs
 
     _, held_out = load_training_pairs(pm, pm.seed)

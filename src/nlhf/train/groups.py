@@ -22,7 +22,7 @@ from nlhf.models.text import decode_completions
 
 
 @dataclass
-class Group:
+class CompletionGroup:
     """K completions of every prompt of a chunk: the sample (tokens, mask, lengths, log π of
     the policy that sampled them), per-token log π_ref, and the decoded texts."""
 
@@ -31,7 +31,7 @@ class Group:
     texts: list[str]
 
 
-def sample_group(policy: Any, config: Any, batch: Any, step: int, k: int) -> Group:
+def sample_group(policy: Any, config: Any, batch: Any, step: int, k: int) -> CompletionGroup:
     """K completions per prompt of ``batch`` from one decode loop, with their reference
     log-probs from one no-gradient forward (``config``: max_new_tokens, temperature, seed)."""
     generators = [g for s in range(k) for g in row_generators(config.seed, step, batch.rows, s)]
@@ -45,7 +45,9 @@ def sample_group(policy: Any, config: Any, batch: Any, step: int, k: int) -> Gro
         num_samples=k,
     )
     ref_tokens = policy.reference_logprobs(batch.ids, batch.mask, out.tokens, out.mask)
-    return Group(out, ref_tokens, decode_completions(policy.tokenizer, out.tokens, out.mask))
+    return CompletionGroup(
+        out, ref_tokens, decode_completions(policy.tokenizer, out.tokens, out.mask)
+    )
 
 
 def pairwise_matrix(judge: Any, prompts: list[str], texts: list[str], k: int) -> torch.Tensor:

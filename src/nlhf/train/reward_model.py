@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nlhf.config import option
-from nlhf.train.judges import JudgeTrainConfig, train_judge
+from nlhf.train.judge_training import JudgeTrainConfig, train_judge
 from nlhf.train.pairs import load_training_pairs
 
 HEAD_NAMES = ("classifier", "score")  # the fresh one-output head of *ForSequenceClassification

@@ -29,8 +29,9 @@ from torch import nn
 from nlhf.config import option
 from nlhf.data import length_baseline_accuracy
 from nlhf.data.chat import render_prompt
+from nlhf.judge.evaluation import calibration_error
 from nlhf.losses import bradley_terry_loss
-from nlhf.metrics import expected_calibration_error, log_loss, wilson_interval
+from nlhf.metrics import log_loss, wilson_interval
 from nlhf.models.policy import resolve_dtype
 from nlhf.train.core import Module, Trainer, TrainFields
 from nlhf.train.distributed import Processes
@@ -104,15 +105,13 @@ def evaluate(
     p = 1.0 / (1.0 + np.exp(-margin))
     correct = float((margin > 0).sum() + 0.5 * (margin == 0).sum())
     low, high = wilson_interval(correct, len(margin))
-    # calibration over both orders of every pair (a judge should be right and honest either way)
-    both_p, both_y = np.concatenate([p, 1 - p]), np.concatenate([np.ones_like(p), np.zeros_like(p)])
     return {
         "pairs": len(margin),
         "accuracy": correct / len(margin),
         "accuracy_ci95": [low, high],
         "mean_margin": float(margin.mean()),
         "log_loss": log_loss(p, np.ones_like(p)),
-        "ece": expected_calibration_error(both_p, both_y),
+        "ece": calibration_error(p),  # over both orders: right and honest either way
         "shorter_preferred_baseline": length_baseline_accuracy(pairs),
     }
 
