@@ -71,6 +71,16 @@ def command_section(name: str, command, level: str) -> list[str]:
     ]
 
 
+def sections(name: str, command, level: str) -> list[str]:
+    """A command's section, or a group's heading and help, then its commands' sections."""
+    if not hasattr(command, "commands"):
+        return command_section(name, command, level)
+    lines = [f"{level} {name}", "", _cell(command.help), ""]
+    for sub, child in command.commands.items():
+        lines += sections(f"{name} {sub}", child, level + "#")
+    return lines
+
+
 def cli_pages() -> dict[str, str]:
     """``cli/index.md`` (the command list) and one page per top-level command."""
     index = [
@@ -86,13 +96,7 @@ def cli_pages() -> dict[str, str]:
     pages = {}
     for name, command in COMMANDS.items():
         index.append(f"| [`nlhf {name}`]({name}.md) | {_cell(command.help)} |")
-        if hasattr(command, "commands"):  # a group of sub-commands
-            lines = [f"# nlhf {name}", "", _cell(command.help), ""]
-            for sub, leaf in command.commands.items():
-                lines += command_section(f"nlhf {name} {sub}", leaf, "##")
-        else:
-            lines = command_section(f"nlhf {name}", command, "#")
-        pages[f"cli/{name}.md"] = "\n".join(lines)
+        pages[f"cli/{name}.md"] = "\n".join(sections(f"nlhf {name}", command, "#"))
     pages["cli/index.md"] = "\n".join(index) + "\n"
     return pages
 
