@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # a wheel build, a virtualenv and four commands: about 10 s
 
 
 def run(*args: str | Path, cwd: Path, env: dict[str, str]) -> str:
