@@ -61,7 +61,7 @@ def write_folder_atomically(save: Callable[[Path], Any], folder: str | Path) -> 
 def check_folder_option(name: str, folder: str | Path) -> None:
     """Refuse an output folder that cannot be made: the path, or a folder above it, is an
     existing file.  Raises ``ValueError`` naming the option ``name`` (a config's
-    ``__post_init__`` check, which the command line reports on one line)."""
+    ``check()``, which the command line reports on one line)."""
     path = Path(folder)
     for candidate in (path, *path.parents):
         if candidate.is_dir():
