@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol, get_args
 
 import torch
 from torch import nn
@@ -47,7 +47,6 @@ SHOWN = ("loss", "win_rate", "kl", "reward", "reward_accuracy", "accuracy")
 """Metrics the progress bar shows when a step logs them."""
 
 StepRule = Literal["plain", "extragradient", "optimistic"]
-STEP_RULES: tuple[StepRule, ...] = ("plain", "extragradient", "optimistic")
 
 
 @dataclass
@@ -163,7 +162,7 @@ class Algorithm:
     """Set by ``update`` to end the run early (the reason, said when it stops), e.g. a
     control run that reached its target return."""
 
-    step_rules: ClassVar[tuple[StepRule, ...]] = STEP_RULES
+    step_rules: ClassVar[tuple[StepRule, ...]] = get_args(StepRule)
     """The trainer's step rules the method can run under (:meth:`Trainer.step`)."""
 
     def __init__(self, trainer: Trainer, config: Any) -> None:
