@@ -62,6 +62,12 @@ class Checked:
             if check is not None:
                 check(self)
 
+    def at_least(self, bound: float, *names: str) -> None:
+        """For a ``check``: refuse any field of ``names`` below ``bound``, naming it."""
+        for name in names:
+            if (value := getattr(self, name)) < bound:
+                raise ValueError(f"{name} must be ≥ {bound}, got {value}")
+
 
 def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)

@@ -42,8 +42,7 @@ class PromptFields(Checked):
     )
 
     def check(self) -> None:
-        if self.prompt_words < 1:
-            raise ValueError(f"prompt_words must be ≥ 1, got {self.prompt_words}")
+        self.at_least(1, "prompt_words")
 
 
 def load_prompt_texts(fields: PromptFields, seed: int, tokenizer: Any = None) -> list[str]:

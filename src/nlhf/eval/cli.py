@@ -58,8 +58,7 @@ class Config(Sampling, PromptFields, JudgeFields):
             raise ValueError(f"policies: give at least 2, got {self.policies}")
         if not self.judges:
             raise ValueError("judges: give at least one")
-        if self.num_prompts < 1:
-            raise ValueError(f"num_prompts must be ≥ 1, got {self.num_prompts}")
+        self.at_least(1, "num_prompts")
         if not 0.0 < self.level < 1.0:
             raise ValueError(f"level must lie in (0, 1), got {self.level}")
         check_folder_option("out", self.out)

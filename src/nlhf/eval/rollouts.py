@@ -47,9 +47,7 @@ class Sampling(Checked):
     )
 
     def check(self) -> None:
-        for name in ("samples_per_prompt", "max_new_tokens", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        self.at_least(1, "samples_per_prompt", "max_new_tokens", "batch_size")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
 

@@ -99,8 +99,7 @@ class PolicyConfig(Checked):
     )
 
     def check(self) -> None:
-        if self.lora_r < 0:
-            raise ValueError(f"lora_r must be ≥ 0, got {self.lora_r}")
+        self.at_least(0, "lora_r")
         if not 0.0 <= self.lora_dropout < 1.0:
             raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
 

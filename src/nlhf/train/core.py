@@ -84,10 +84,8 @@ class TrainFields(Checked):
         check_folder_option("out", self.out)
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
-        if self.checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every must be ≥ 1, got {self.checkpoint_every}")
-        if self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be ≥ 0, got {self.warmup_steps}")
+        self.at_least(1, "checkpoint_every")
+        self.at_least(0, "warmup_steps")
 
 
 class Trainable(Protocol):

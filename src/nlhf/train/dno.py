@@ -57,14 +57,12 @@ class Config(OnlineConfig, IterationFields):
     buffer: int = option(256, "pairs kept for replay, newest first")
 
     def check(self) -> None:
-        if self.samples < 2:
-            raise ValueError(f"samples must be ≥ 2, got {self.samples}")
+        self.at_least(2, "samples")
         if self.eta <= 0:
             raise ValueError(f"eta must be > 0, got {self.eta}")
         if not 0 <= self.min_margin < 1:
             raise ValueError(f"min_margin must be in [0, 1), got {self.min_margin}")
-        if self.replay < 0 or self.buffer < 0:
-            raise ValueError("replay and buffer must be ≥ 0")
+        self.at_least(0, "replay", "buffer")
 
 
 def large_margin_pairs(win: torch.Tensor, min_margin: float) -> tuple[torch.Tensor, ...]:

@@ -57,11 +57,8 @@ class IterationFields(Checked):
     )
 
     def check(self) -> None:
-        if self.iteration_steps < 0 or self.iteration_epochs < 1:
-            raise ValueError(
-                "iteration_steps must be ≥ 0 and iteration_epochs ≥ 1, got "
-                f"{self.iteration_steps} and {self.iteration_epochs}"
-            )
+        self.at_least(0, "iteration_steps")
+        self.at_least(1, "iteration_epochs")
 
 
 class IterativeAlgorithm(Algorithm):

@@ -72,8 +72,7 @@ class JudgeTrainConfig(TrainFields, DataFields):
     checkpoint_every: int = option(50, "save a resumable checkpoint every this many steps")
 
     def check(self) -> None:
-        if self.max_length < 1:
-            raise ValueError(f"max_length must be ≥ 1, got {self.max_length}")
+        self.at_least(1, "max_length")
 
 
 def prompt_text(pair: Any) -> str:

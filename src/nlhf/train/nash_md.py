@@ -53,8 +53,7 @@ class Config(OnlineConfig):
     )
 
     def check(self) -> None:
-        if self.tau < 0:
-            raise ValueError(f"tau must be ≥ 0, got {self.tau}")
+        self.at_least(0, "tau")
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must be in [0, 1], got {self.beta}")
 

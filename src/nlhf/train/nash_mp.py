@@ -56,12 +56,10 @@ class Config(OnlineConfig):
     )
 
     def check(self) -> None:
-        if self.tau < 0:
-            raise ValueError(f"tau must be ≥ 0, got {self.tau}")
+        self.at_least(0, "tau")
         if not self.eta > 0:
             raise ValueError(f"eta must be > 0, got {self.eta}")
-        if self.prox_steps < 1:
-            raise ValueError(f"prox_steps must be ≥ 1, got {self.prox_steps}")
+        self.at_least(1, "prox_steps")
 
 
 class NashMP(Algorithm):

@@ -63,9 +63,7 @@ class OfflineConfig(TrainFields, PolicyFields, DataFields):
     checkpoint_every: int = option(50, "save a resumable checkpoint every this many steps")
 
     def check(self) -> None:
-        for name in ("max_prompt_length", "max_completion_length"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        self.at_least(1, "max_prompt_length", "max_completion_length")
 
 
 @dataclass

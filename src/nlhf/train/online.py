@@ -63,13 +63,10 @@ class OnlineConfig(TrainFields, PolicyFields, PromptFields, JudgeFields):
     def check(self) -> None:
         if self.step_rule != "plain" and self.fsdp:
             raise ValueError(f"step_rule={self.step_rule} does not run with fsdp=true yet")
-        if self.magnet_every < 0:
-            raise ValueError(f"magnet_every must be ≥ 0, got {self.magnet_every}")
+        self.at_least(0, "magnet_every", "time_limit")
         if self.magnet_every and self.fsdp:
             raise ValueError("magnet_every does not run with fsdp=true yet")
-        for name in ("steps", "batch_size", "grad_accum", "max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        self.at_least(1, "steps", "batch_size", "grad_accum", "max_new_tokens")
         if self.batch_size % self.grad_accum:
             raise ValueError(
                 f"batch_size ({self.batch_size}) must be a multiple of "
@@ -77,8 +74,6 @@ class OnlineConfig(TrainFields, PolicyFields, PromptFields, JudgeFields):
             )
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if self.time_limit < 0:
-            raise ValueError(f"time_limit must be ≥ 0, got {self.time_limit}")
 
 
 @dataclass

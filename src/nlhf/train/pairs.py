@@ -64,13 +64,10 @@ class DataFields(Checked):
     def check(self) -> None:
         if not 0 < self.held_out < 1:
             raise ValueError(f"held_out must lie in (0, 1), got {self.held_out}")
-        for name in ("epochs", "batch_size", "eval_batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        self.at_least(1, "epochs", "batch_size", "eval_batch_size")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be ≥ 1 or none, got {self.max_steps}")
-        if self.eval_every < 0:
-            raise ValueError(f"eval_every must be ≥ 0, got {self.eval_every}")
+        self.at_least(0, "eval_every")
 
 
 # --------------------------------------------------------------------------- 1. data

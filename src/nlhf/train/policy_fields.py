@@ -45,8 +45,7 @@ class PolicyFields(Checked):
     )
 
     def check(self) -> None:
-        if self.lora_r < 0:
-            raise ValueError(f"lora_r must be ≥ 0, got {self.lora_r}")
+        self.at_least(0, "lora_r")
         if self.dtype != "float32" and self.lora_r == 0:
             raise ValueError(
                 f"dtype={self.dtype} needs LoRA (lora_r > 0): full fine-tuning keeps "

@@ -99,9 +99,7 @@ class Config(OnlineConfig):
     )
 
     def check(self) -> None:
-        for name in ("epochs", "mini_batches", "kl_horizon"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        self.at_least(1, "epochs", "mini_batches", "kl_horizon")
         if self.batch_size % self.mini_batches:
             raise ValueError(
                 f"batch_size ({self.batch_size}) must be a multiple of "
@@ -110,9 +108,7 @@ class Config(OnlineConfig):
         for name in ("clip", "cliprange_value", "kl_target"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("vf_coef", "init_kl_coef"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
+        self.at_least(0, "vf_coef", "init_kl_coef")
         if not 0.0 <= self.gamma <= 1.0 or not 0.0 <= self.lam <= 1.0:
             raise ValueError(f"gamma and lam must be in [0, 1], got {self.gamma}, {self.lam}")
 

@@ -28,8 +28,7 @@ class Config(JudgeTrainConfig):
     rank: int = option(8, "dimension of the skew-symmetric interaction (0: Bradley–Terry)")
 
     def check(self) -> None:
-        if self.rank < 0:
-            raise ValueError(f"rank must be ≥ 0, got {self.rank}")
+        self.at_least(0, "rank")
 
 
 def pair_logit(model, prompts, chosen, rejected):

@@ -48,8 +48,7 @@ class Config(OnlineConfig, IterationFields):
     )
 
     def check(self) -> None:
-        if self.samples < 2:
-            raise ValueError(f"samples must be ≥ 2, got {self.samples}")
+        self.at_least(2, "samples")
         if self.eta <= 0:
             raise ValueError(f"eta must be > 0, got {self.eta}")
 
