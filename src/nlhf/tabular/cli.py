@@ -71,10 +71,8 @@ class Config(Checked):
         unknown = [a for a in self.algorithms if a not in ALGORITHMS]
         if unknown:
             raise ValueError(f"unknown algorithm(s) {unknown}; choose from {', '.join(ALGORITHMS)}")
-        if self.n < 2:
-            raise ValueError(f"n must be at least 2, got {self.n}")
-        if self.steps < 1:
-            raise ValueError(f"steps must be at least 1, got {self.steps}")
+        self.at_least(2, "n")
+        self.at_least(1, "steps")
         if not (math.isfinite(self.tau) and self.tau > 0):
             raise ValueError(f"tau must be a finite number > 0, got {self.tau}")
         if self.schedule == "constant" and not (math.isfinite(self.eta) and self.eta > 0):
