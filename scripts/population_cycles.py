@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from nlhf.experiment.analysis import antisymmetric, cyclic_triples, population_matrix
-from nlhf.experiment.config import Config, Layout, resolved
-from nlhf.experiment.judges import criterion_scores
-from nlhf.experiment.stages import prepare_prompts, reference_completions, sample_reference
+from nlhf.experiment.config import Config, Layout
+from nlhf.experiment.exact_population import criterion_scores
+from nlhf.experiment.stages import reference_completions, stages
 from nlhf.models.judges.population import (
     CRITERIA,
     AnnotatorGroup,
@@ -32,6 +32,7 @@ from nlhf.models.judges.population import (
     _per_text,
     _words,
 )
+from nlhf.resumable import resolved
 
 TEMPERATURES = (0.1, 0.03, 0.01)
 
@@ -51,8 +52,9 @@ def main() -> None:
     layout = Layout(Path(args.out))
     (layout.root / "data").mkdir(parents=True, exist_ok=True)
     if not layout.completions.is_file():
-        prepare_prompts(config, layout)
-        sample_reference(config, layout)
+        first = stages(config, layout)
+        first["prompts"]()
+        first["reference completions"]()
     completions = reference_completions(layout)["train"]
 
     groups = [AnnotatorGroup(name, CRITERIA[name][0]()) for name in CRITERIA]

@@ -5,7 +5,7 @@
 
 Fills the block between the ``<!-- demo:lm -->`` and ``<!-- /demo:lm -->`` markers (on
 ``docs/results/demo.md``) with the run's command line, wall time, verdicts, judge table,
-training table and tournament tables (all built by nlhf.demo.report from the run's files),
+training table and tournament tables (the sections of nlhf.demo.report, from the run's files),
 the README's ``<!-- demo:headline -->`` block with the verdicts and the heat map, and copies
 the run's heat map and training curves to ``docs/images/demo-heatmap.png`` and
 ``docs/images/demo-curves.png``.  The run folder is what ``nlhf demo`` (``make demo``) wrote;
@@ -27,17 +27,12 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from nlhf.demo.plan import Layout, methods
-from nlhf.demo.report import (
-    judges_section,
-    read_metrics,
-    saved_config,
-    tournament_section,
-    training_section,
-    verdict_lines,
-)
-from nlhf.demo.run import command_line
+from nlhf.demo.plan import methods
+from nlhf.demo.report import CURVES, judges_section, pairs, tournament_section, training_section
+from nlhf.demo.run import RUN
 from nlhf.files import atomic_write_text
+from nlhf.reporting import read_metrics, verdict_lines
+from nlhf.resumable import RunFolder
 
 
 def markers(all_methods: bool) -> tuple[str, str]:
@@ -45,23 +40,23 @@ def markers(all_methods: bool) -> tuple[str, str]:
     return f"<!-- demo:{tag} -->", f"<!-- /demo:{tag} -->"
 
 
-def training_rows(config, layout: Layout) -> list[str]:
-    """The training table of the report (without its heading and the curves image)."""
+def training_rows(config, layout: RunFolder) -> list[str]:
+    """The training section of the report without the curves image."""
     chosen = methods(config, layout)
     curves = {m.name: read_metrics(layout.policy(m.name) / "metrics.jsonl") for m in chosen}
-    lines = training_section(chosen, curves, config.minutes)
-    return [line for line in lines[2:] if "curves.png" not in line]
+    lines = training_section(chosen, curves, layout.finished(), config.minutes)
+    return [line for line in lines if CURVES not in line]
 
 
-def summary(layout: Layout, images: str, prefix: str = "demo") -> str:
+def summary(layout: RunFolder, images: str, prefix: str = "demo") -> str:
     """The README's demo block: command, wall time, verdicts, judges, tournament tables."""
-    config = saved_config(layout)
-    stages = json.loads(layout.stages.read_text())
+    config = RUN.saved_config(layout)
+    stages = layout.finished()
     tournament = json.loads((layout.tournament / "tournament.json").read_text())
     names = [m.name for m in methods(config, layout)]
     minutes = sum(s["seconds"] for s in stages.values()) / 60.0
-    command = command_line(config).replace(f" --out {config.out}", "")
-    tables = tournament_section(tournament)[2:]  # without the section's own heading
+    command = RUN.command_line(config).replace(f" --out {config.out}", "")
+    tables = tournament_section(tournament)
     link = "[tournament/tournament.md](tournament/tournament.md)"
     tables = [
         line.replace("tournament/heatmap.png", f"{images}/{prefix}-heatmap.png").replace(
@@ -81,9 +76,9 @@ def summary(layout: Layout, images: str, prefix: str = "demo") -> str:
                 else "):"
             ),
             "",
-            *verdict_lines(tournament, names, each_other=not config.all_methods),
+            *verdict_lines(tournament, pairs(names, each_other=not config.all_methods)),
             "",
-            *judges_section(layout)[2:],
+            *judges_section(layout),
             "",
             *training_rows(config, layout),
             "",
@@ -94,7 +89,7 @@ def summary(layout: Layout, images: str, prefix: str = "demo") -> str:
     )
 
 
-def headline(layout: Layout, images: str) -> str:
+def headline(layout: RunFolder, images: str) -> str:
     """The README's block: the verdicts of the latest ``nlhf demo`` and its heat map."""
     verdicts = [line for line in summary(layout, images).splitlines() if line.startswith("- `")]
     return "\n".join([*verdicts, "", f"![win-rate heat map]({images}/demo-heatmap.png)"])
@@ -104,8 +99,8 @@ def update_readme(run: Path, readme: Path) -> None:
     """Fill this run's blocks wherever their markers are: ``readme`` and the pages of ``docs/``
     beside it (the full block on a results page; ``demo:headline``, the verdicts, on the
     README), with image links relative to each file."""
-    layout = Layout(run)
-    all_methods = saved_config(layout).all_methods
+    layout = RunFolder(run)
+    all_methods = RUN.saved_config(layout).all_methods
     prefix = "demo-all" if all_methods else "demo"
     blocks = {markers(all_methods): lambda images: summary(layout, images, prefix)}
     if not all_methods:
@@ -114,7 +109,7 @@ def update_readme(run: Path, readme: Path) -> None:
     images = root / "docs" / "images"
     images.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(layout.tournament / "heatmap.png", images / f"{prefix}-heatmap.png")
-    shutil.copyfile(layout.curves, images / f"{prefix}-curves.png")
+    shutil.copyfile(layout.root / CURVES, images / f"{prefix}-curves.png")
     filled = 0
     for page in [readme, *sorted((root / "docs").rglob("*.md"))]:
         text = new = page.read_text()

@@ -50,6 +50,7 @@ BAD = {
     "Sampling": "samples_per_prompt=0",
     "ControlFields": "hidden=0",
     "LabelFields": "budget=-1",
+    "Presets": "batch_size=0",
 }
 """One out-of-range value for each field group (mixin) a config can include."""
 

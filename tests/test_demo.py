@@ -1,5 +1,6 @@
 """``nlhf demo``: presets, the per-stage plan, resuming, the report's verdicts (fast tests);
-the interrupted-and-resumed pipeline on tiny models; ``--quick`` on the embedded SmolLM2."""
+the interrupted-and-resumed pipeline on tiny models; ``--quick`` on the embedded SmolLM2 (one
+run that the slow tests share)."""
 
 import json
 import signal
@@ -8,26 +9,35 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import children
-from nlhf.config import ConfigError
-from nlhf.demo.config import PRESETS, Config, resolved
-from nlhf.demo.plan import Layout, judge_configs, methods, tournament_entrants, tournament_judges
-from nlhf.demo.report import compare, smooth, verdict, verdict_lines
-from nlhf.demo.run import command_line, start_or_resume
+from nlhf.config import ConfigError, to_dict
+from nlhf.demo.config import Config
+from nlhf.demo.plan import imdb_judge_configs, methods, tournament_entrants, tournament_judges
+from nlhf.demo.report import pairs
+from nlhf.demo.run import RUN
+from nlhf.reporting import compare, verdict, verdict_lines
+from nlhf.resumable import RunFolder, resolved, start_or_resume
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_presets_fill_only_what_the_user_left_open():
     quick = resolved(Config(quick=True, steps=12))
-    assert quick.steps == 12 and quick.ppo_steps == PRESETS["quick"].ppo_steps
-    assert quick.batch_size == PRESETS["quick"].batch_size and quick.minutes == 0
+    assert quick.steps == 12 and quick.ppo_steps == Config(quick=True).preset["ppo_steps"]
+    assert quick.batch_size == Config(quick=True).preset["batch_size"] and quick.minutes == 0
     default = resolved(Config())
-    assert default.eval_prompts == PRESETS["default"].eval_prompts == 64
+    assert default.eval_prompts == Config().preset["eval_prompts"] == 64
     assert default.samples_per_prompt >= 4  # several samples per prompt: tight intervals
+
+
+def test_each_preset_option_says_its_values_in_its_help():
+    from dataclasses import fields
+
+    steps = next(f for f in fields(Config) if f.name == "steps")
+    assert steps.metadata["help"].endswith("(default 34; quick 8)")
+    assert set(Config().preset) == {f.name for f in fields(Config) if f.default is None}
 
 
 def test_bad_sizes_are_refused():
@@ -41,7 +51,7 @@ def test_bad_sizes_are_refused():
 
 def test_plan_trains_ppo_on_the_reward_model_and_nash_md_on_the_preference_model(tmp_path):
     config = resolved(Config(out=str(tmp_path)))
-    layout = Layout(tmp_path)
+    layout = RunFolder(tmp_path)
     chosen = methods(config, layout)
     assert [m.name for m in chosen] == ["ppo", "nash-md"]
     ppo, nash = chosen
@@ -70,7 +80,7 @@ def test_plan_trains_ppo_on_the_reward_model_and_nash_md_on_the_preference_model
     assert by_name["sppo"].comparisons_per_step == half * 6  # every pair of the 4
     assert by_name["inpo"].comparisons_per_step == half * 5  # the knockout of 4
     assert all(m.config.steps == config.steps for m in everything[1:])
-    judges = judge_configs(config, layout)
+    judges = imdb_judge_configs(config, layout)
     assert {c.data for c in judges.values()} == {"imdb"}
     assert {c.dtype for c in judges.values()} == {config.dtype}
     assert len({(c.max_pairs, c.seed, c.held_out) for c in judges.values()}) == 1  # same split
@@ -78,17 +88,20 @@ def test_plan_trains_ppo_on_the_reward_model_and_nash_md_on_the_preference_model
 
 
 def test_resuming_with_other_options_is_refused(tmp_path):
-    layout = Layout(tmp_path / "run")
-    config = resolved(Config(out=str(layout.root), quick=True))
-    start_or_resume(config, layout)
-    start_or_resume(config, layout)  # same options: resumes
+    saved = tmp_path / "run" / "config.yaml"
+    config = resolved(Config(out=str(saved.parent), quick=True))
+    start_or_resume(to_dict(config), saved, "demo")
+    start_or_resume(to_dict(config), saved, "demo")  # same options: resumes
+    other = resolved(Config(out=str(saved.parent), quick=True, steps=9))
     with pytest.raises(ConfigError, match=r"steps: 8 then, 9 now"):
-        start_or_resume(resolved(Config(out=str(layout.root), quick=True, steps=9)), layout)
+        start_or_resume(to_dict(other), saved, "demo")
+    start_or_resume(to_dict(config) | {"progress": False}, saved, "demo")  # free to change
 
 
 def test_command_line_names_only_what_differs(tmp_path):
     config = resolved(Config(out="runs/x", quick=True, tau=0.1))
-    assert command_line(config) == "nlhf demo --quick tau=0.1 --out runs/x"
+    assert RUN.command_line(config) == "nlhf demo --quick tau=0.1 --out runs/x"
+    assert RUN.command_line(resolved(Config(out="runs/y"))) == "nlhf demo --out runs/y"
 
 
 def fake_tournament(p):
@@ -114,13 +127,19 @@ def test_verdicts_follow_the_interval(p, expected):
     estimate = compare(t, "vader", "nash-md", "reference")
     assert estimate["mean"] == pytest.approx(p)
     assert expected in verdict(estimate, "nash-md", "reference")
-    assert any(expected in line for line in verdict_lines(t, ["nash-md"]))
+    assert any(expected in line for line in verdict_lines(t, pairs(["nash-md"])))
 
 
-def test_smooth_is_a_trailing_mean():
-    x = np.array([1.0, 3.0, 5.0, 7.0])
-    np.testing.assert_allclose(smooth(x, 2), [1.0, 2.0, 4.0, 6.0])
-    np.testing.assert_allclose(smooth(x, 1), x)
+def test_the_verdicts_compare_each_method_with_the_reference_and_each_other():
+    assert pairs(["ppo", "nash-md"]) == [
+        ("ppo", "reference"),
+        ("nash-md", "reference"),
+        ("ppo", "nash-md"),
+    ]
+    assert pairs(["ppo", "nash-md"], each_other=False) == [
+        ("ppo", "reference"),
+        ("nash-md", "reference"),
+    ]
 
 
 # --------------------------------------------------------------------------- end to end
@@ -150,6 +169,10 @@ def tiny_models(tmp_path_factory):
     return build_folders(root)["base"], make_tiny_encoder(root / "encoder", words)
 
 
+MINUTES = 0.1
+"""Each method's training time on tiny models: the budget that ends its training."""
+
+
 def demo_command(out, tiny_models, minutes):
     policy, encoder = tiny_models
     return [
@@ -162,7 +185,7 @@ def test_interrupted_demo_resumes_and_writes_the_report(tmp_path, tiny_models):
     """Ctrl-C while the second policy trains; the same command then finishes the run
     without redoing the finished stages."""
     out = tmp_path / "run"
-    cmd = demo_command(out, tiny_models, minutes=0.25)
+    cmd = demo_command(out, tiny_models, minutes=MINUTES)
     env = children.env(tmp_path, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         cmd,
@@ -217,56 +240,75 @@ def test_interrupted_demo_resumes_and_writes_the_report(tmp_path, tiny_models):
     assert "P(nash-md ≻ reference)" in text and "| P(row ≻ col) |" in text
     assert "docs/images/demo-heatmap.png" in text
     assert (tmp_path / "docs" / "images" / "demo-curves.png").exists()
+    budget = 60 * MINUTES
     for name in ("ppo", "nash-md"):  # each trained for its budget, no more (one step over)
         rows = [json.loads(x) for x in (out / "policies" / name / "metrics.jsonl").open()]
         seconds = sum(r["step_seconds"] for r in rows)
-        assert 15.0 <= seconds <= 15.0 + 2 * max(r["step_seconds"] for r in rows)
+        assert budget <= seconds <= budget + 2 * max(r["step_seconds"] for r in rows)
 
 
-@pytest.mark.slow
-def test_quick_demo_on_the_embedded_models(tmp_path):
-    """``nlhf demo --quick`` on SmolLM2 + MiniLM: every stage runs, the judges learn, both
-    policies train for the same budget and move away from the reference, and the report's
-    verdicts match the tournament's numbers.
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """``nlhf demo --quick`` on SmolLM2 + MiniLM, run once for the slow tests below.
 
-    No gain under VADER is asserted: with the quick preset's 8 Nash-MD-PG steps at a large
-    learning rate the VADER score of 16 × 2 held-out completions lands anywhere in a wide
-    interval.  Learning is checked on tiny models with fixed step
-    counts (tests/test_train_*.py) and by the full demo (README)."""
-    out = tmp_path / "quick"
+    No gain under VADER is asserted: with the quick preset's few Nash-MD-PG steps at a large
+    learning rate the VADER score of its few held-out completions lands anywhere in a wide
+    interval.  Learning is checked on tiny models with fixed step counts
+    (tests/test_train_*.py) and by the full demo (README)."""
+    root = tmp_path_factory.mktemp("quick-demo")
+    out = root / "quick"
     result = subprocess.run(
         [sys.executable, "-m", "nlhf.cli", "demo", "--quick", "--no-progress", "--out", str(out)],
         cwd=ROOT,
-        env=children.env(tmp_path),
+        env=children.env(root),
         capture_output=True,
         encoding="utf-8",
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert f"report: {out / 'report.md'}" in result.stdout
-    stages = json.loads((out / "stages.json").read_text())
-    accuracy = stages["judges"]["held_out_accuracy"]
-    assert min(accuracy.values()) > 0.5, accuracy  # better than chance on held-out pairs
-    quick = PRESETS["quick"]
-    tournament = json.loads((out / "tournament" / "tournament.json").read_text())
+    return out
+
+
+def tournament_of(out):
+    return json.loads((out / "tournament" / "tournament.json").read_text())
+
+
+@pytest.mark.slow
+def test_quick_demo_judges_beat_chance_on_held_out_pairs(quick_run):
+    accuracy = json.loads((quick_run / "stages.json").read_text())["judges"]["held_out_accuracy"]
+    assert set(accuracy) == {"reward-model", "preference-model"}
+    assert min(accuracy.values()) > 0.5, accuracy
+
+
+@pytest.mark.slow
+def test_quick_demo_policies_train_their_steps_and_leave_the_reference(quick_run):
     from safetensors.torch import load_file
 
-    assert tournament["policies"][0]["kl"]["mean"] == 0.0  # the reference against itself
+    quick = Config(quick=True).preset
     for name in ("ppo", "nash-md"):
-        rows = [json.loads(x) for x in (out / "policies" / name / "metrics.jsonl").open()]
-        assert len(rows) == (quick.ppo_steps if name == "ppo" else quick.steps)
-        adapter = load_file(out / "policies" / name / "policy" / "adapter_model.safetensors")
+        rows = [json.loads(x) for x in (quick_run / "policies" / name / "metrics.jsonl").open()]
+        assert len(rows) == quick["ppo_steps" if name == "ppo" else "steps"]
+        adapter = load_file(quick_run / "policies" / name / "policy" / "adapter_model.safetensors")
         lora_b = [t for key, t in adapter.items() if "lora_B" in key]
         assert lora_b and max(float(t.abs().max()) for t in lora_b) > 0  # B starts at zero
-    kl = {p["name"]: p["kl"]["mean"] for p in tournament["policies"]}
+    kl = {p["name"]: p["kl"]["mean"] for p in tournament_of(quick_run)["policies"]}
+    assert kl["reference"] == 0.0  # the reference against itself
     assert kl["nash-md"] > 1.0, kl  # Nash-MD-PG's large learning rate moves it visibly
-    report = (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_quick_demo_report_says_what_the_tournament_found(quick_run):
+    tournament = tournament_of(quick_run)
+    report = (quick_run / "report.md").read_text()
     estimate = compare(tournament, "vader", "nash-md", "reference")
     assert verdict(estimate, "nash-md", "reference") in report
+    for section in ("## 1. Judges", "## 2. Training", "## 3. Tournament", "## 5. Configuration"):
+        assert section in report
 
 
 def test_more_tournament_judges_join_vader_and_the_preference_model(tmp_path):
-    layout = Layout(tmp_path)
+    layout = RunFolder(tmp_path)
     plain = tournament_judges(resolved(Config()), layout)
     assert list(plain) == ["vader", "preference-model"]
     more = tournament_judges(resolved(Config(judges=["population:default"])), layout)

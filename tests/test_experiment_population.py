@@ -19,11 +19,13 @@ from nlhf.experiment.analysis import (
     population_matrix,
     restricted_game,
 )
-from nlhf.experiment.config import POLICIES, ROUTES, TIMED, Config, Layout, resolved
-from nlhf.experiment.judges import AnchoredBradleyTerry, CriterionJudge, exact_matrix
+from nlhf.experiment.config import POLICIES, ROUTES, TIMED, Config, Layout
+from nlhf.experiment.exact_population import AnchoredBradleyTerry, CriterionJudge, exact_matrix
+from nlhf.experiment.plan import pair_judge_configs, route_configs
 from nlhf.experiment.stages import timed_steps
 from nlhf.experiment.tuning import NASH_GRID, PPO_GRID, candidates
 from nlhf.models.judges.population import AnnotatorGroup, PopulationJudge
+from nlhf.resumable import resolved
 
 # x ≻ y ≻ z ≻ x, each by 2/3: the three rotations of one ranking, one group each
 CYCLE = np.array([[0.5, 2 / 3, 1 / 3], [1 / 3, 0.5, 2 / 3], [2 / 3, 1 / 3, 0.5]])
@@ -126,8 +128,6 @@ def test_the_bradley_terry_control_recovers_a_reward_exactly_and_needs_anchors()
 
 
 def test_every_route_gets_the_same_judged_comparisons(tmp_path):
-    from nlhf.experiment.stages import judge_configs, route_configs
-
     config = resolved(Config(out=str(tmp_path), comparisons=100, batch_size=16))
     assert config.steps == 7  # ⌈100 / 16⌉: one comparison per prompt and step
     layout = Layout(tmp_path)
@@ -138,7 +138,7 @@ def test_every_route_gets_the_same_judged_comparisons(tmp_path):
     assert routes["ppo"].judge.endswith("reward-model/model")
     assert routes["nash-md"].judge.endswith("preference-model/model")
     assert routes["nash-md-exact"].judge == "population:default"
-    judges = judge_configs(config, layout)
+    judges = pair_judge_configs(config, layout)
     assert {c.data for c in judges.values()} == {str(layout.pairs)}  # the same labels
     quick = resolved(Config(quick=True))
     assert quick.steps * quick.batch_size >= quick.comparisons
@@ -159,8 +159,6 @@ def test_the_equal_time_route_takes_the_steps_that_fit_in_ppos_training_time():
 
 
 def test_the_tuning_grid_changes_one_setting_at_a_time_and_the_routes_take_the_choice(tmp_path):
-    from nlhf.experiment.stages import route_configs
-
     config = resolved(Config(out=str(tmp_path), ppo_lr=1e-4, nash_lr=2e-3))
     layout = Layout(tmp_path)
     found = candidates(config, layout)

@@ -1,31 +1,108 @@
-"""A run folder of resumable stages, shared by ``nlhf demo`` and ``nlhf experiment``.
+"""A command made of resumable stages and a report: the layer under ``nlhf demo`` and
+``nlhf experiment``.
 
-    log = StageLog(root / "stages.json", "demo")
-    log.run("judges", lambda: train_judges(...))      # skipped when an earlier run finished it
-    start_or_resume(options, root / "config.yaml", "demo")
-    command = command_line(["nlhf", "demo"], config, Config(), FREE_ON_RESUME)
+    RUN = Run(("nlhf", "demo"), Config, RunFolder, stages, report)
+    RUN.run(config)           # resolve the options, start or resume, every stage, report.md
 
-A new run writes its resolved options to ``config.yaml``; the same command again resumes it
-(finished stages skipped) and refuses options that differ from those it started with, except
-the ones ``free`` names (``out``, ``progress``).  ``command_line`` is the shortest command that
-runs or resumes a resolved config: the options that differ from the preset and the defaults.
+An experiment is its options (a dataclass with :class:`Presets`: its :func:`preset_option`s
+left at ``None`` take the value of the preset ``--quick`` picks), its :class:`RunFolder`, its
+stages (name → work, in order) and its report (:class:`nlhf.reporting.Report`, built from the
+folder).  A new run writes its resolved options to ``config.yaml``; the same command resumes
+it: stages recorded in ``stages.json`` (after their own outputs, so "recorded" implies
+"complete") are skipped, and options that differ from those it started with are refused,
+except ``out`` and ``progress``.  Ctrl-C stops it with the command that continues it.  Last, the
+stages language-model runs share: prompts, both judges, the tournament.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shlex
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nlhf.config import ConfigError, load_yaml
-from nlhf.files import atomic_write_json, atomic_write_text
+import yaml
+
+from nlhf.config import Checked, ConfigError, load_yaml, to_dict
+from nlhf.files import atomic_write_json, atomic_write_text, check_folder_option
 
 FREE_ON_RESUME = frozenset({"out", "progress"})
 """Options that may change between an interrupted run and its resumption."""
+
+Stages = dict[str, Callable[[], dict[str, Any] | None]]
+"""A run's stages in order: name → work, whose dict is recorded beside its seconds."""
+
+
+def preset_option(help: str, **values: Any) -> Any:
+    """A run's option that its preset sets: left at ``None`` it takes ``values[preset]`` (the
+    values are listed in its help: ``preset_option("steps", default=34, quick=8)``)."""
+    shown = "; ".join(f"{name} {value:g}" for name, value in values.items())
+    return dataclasses.field(
+        default=None, metadata={"help": f"{help} ({shown})", "presets": values}
+    )
+
+
+class Presets(Checked):
+    """Config mixin of a run: each :func:`preset_option` left at ``None`` takes the value of
+    the preset that ``quick`` picks; the run folder ``out`` must be a folder."""
+
+    out: str
+    quick: bool
+
+    @property
+    def preset(self) -> dict[str, Any]:
+        name = "quick" if self.quick else "default"
+        return {
+            f.name: f.metadata["presets"][name]
+            for f in dataclasses.fields(self)
+            if "presets" in f.metadata
+        }
+
+    def check(self) -> None:
+        for name in self.preset:
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        if self.out:
+            check_folder_option("out", self.out)
+
+
+def resolved(config: Any) -> Any:
+    """``config`` with every option left at ``None`` set to the preset's value and the
+    ``auto`` dtype decided: what the stages read and the report prints."""
+    from nlhf.models.policy import resolve_dtype
+
+    chosen = {k: v for k, v in config.preset.items() if getattr(config, k) is None}
+    return dataclasses.replace(config, dtype=resolve_dtype(config.dtype), **chosen)
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """Where the files every run has live; an experiment's subclass adds its own."""
+
+    root: Path
+
+    config = property(lambda self: self.root / "config.yaml")
+    stages = property(lambda self: self.root / "stages.json")
+    report = property(lambda self: self.root / "report.md")
+    train_prompts = property(lambda self: self.root / "data" / "train_prompts.jsonl")
+    eval_prompts = property(lambda self: self.root / "data" / "eval_prompts.jsonl")
+    tournament = property(lambda self: self.root / "tournament")
+
+    def judge(self, kind: str) -> Path:
+        return self.root / "judges" / kind
+
+    def policy(self, name: str) -> Path:
+        return self.root / "policies" / name
+
+    def finished(self) -> dict[str, dict[str, Any]]:
+        """The stages recorded as finished, each with its seconds and what it returned."""
+        return json.loads(self.stages.read_text()) if self.stages.exists() else {}
 
 
 class StageLog:
@@ -48,19 +125,14 @@ class StageLog:
         return self.done[name]
 
 
-def start_or_resume(
-    options: dict[str, Any], saved: Path, tag: str, free: Iterable[str] = FREE_ON_RESUME
-) -> None:
+def start_or_resume(options: dict[str, Any], saved: Path, tag: str) -> None:
     """Write ``options`` to ``saved`` for a new run; check them against it for a resumed run."""
-    import yaml
-
-    free = set(free)
     if saved.exists():
         before = load_yaml(saved)
         changed = [
             f"{key}: {before.get(key)!r} then, {options[key]!r} now"
             for key in options
-            if key not in free and before.get(key) != options[key]
+            if key not in FREE_ON_RESUME and before.get(key) != options[key]
         ]
         if changed:
             raise ConfigError(
@@ -83,21 +155,149 @@ def check_models(config: Any) -> None:
             resolve_model(value, role)
 
 
-def command_line(
-    prefix: list[str], config: Any, defaults: Any, free: Iterable[str] = FREE_ON_RESUME
-) -> str:
-    """The shortest command that runs (or resumes) the resolved ``config``: the options that
-    differ from its preset (``config.preset``) and from ``defaults`` (resolved the same way)."""
-    free = set(free)
-    preset = dataclasses.asdict(config.preset)
-    args = list(prefix)
-    for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        default = preset.get(field.name, getattr(defaults, field.name))
-        if field.name in free or value == default:
-            continue
-        if isinstance(value, bool):
-            args.append(f"--{'' if value else 'no-'}{field.name.replace('_', '-')}")
-        else:
-            args.append(f"{field.name}={value}")
-    return shlex.join([*args, "--out", config.out])
+@dataclass(frozen=True)
+class Run:
+    """A command of resumable stages: ``nlhf <command>`` logs as ``[command[1]]`` and starts
+    in ``runs/<last word of the command>-<date>-<time>`` when ``--out`` is not given."""
+
+    command: tuple[str, ...]
+    config: type
+    folder: type[RunFolder]
+    stages: Callable[[Any, Any], Stages]
+    """The stages of a resolved config and its folder."""
+    report: Callable[[Any, Any], Any]
+    """The :class:`nlhf.reporting.Report` of a finished run."""
+    options: Callable[[Any], dict[str, Any]] = to_dict
+    """What ``config.yaml`` holds."""
+
+    @property
+    def tag(self) -> str:
+        return self.command[1]
+
+    def run(self, config: Any) -> int:
+        import torch
+
+        out = config.out or time.strftime(f"runs/{self.command[-1]}-%Y%m%d-%H%M%S")
+        config = resolved(dataclasses.replace(config, out=out))
+        layout = self.folder(Path(config.out))
+        check_models(config)  # before the judges train, not when the policy loads
+        start_or_resume(self.options(config), layout.config, self.tag)
+        resume = self.command_line(config)
+        torch.manual_seed(config.seed)
+        log = StageLog(layout.stages, self.tag)
+        try:
+            for name, work in self.stages(config, layout).items():
+                log.run(name, work)
+        except KeyboardInterrupt:
+            print(f"\n[{self.tag}] interrupted; continue where it stopped with:\n  {resume}")
+            return 130
+        text = self.report(config, layout).markdown(resume, layout)
+        print(f"[{self.tag}] report: {atomic_write_text(layout.report, text)}")
+        return 0
+
+    def command_line(self, config: Any) -> str:
+        """The shortest command that runs (or resumes) the resolved ``config``: the options
+        that differ from its preset and from the defaults."""
+        defaults = resolved(self.config())
+        args = list(self.command)
+        for field in dataclasses.fields(config):
+            value = getattr(config, field.name)
+            default = config.preset.get(field.name, getattr(defaults, field.name))
+            if field.name in FREE_ON_RESUME or value == default:
+                continue
+            if isinstance(value, bool):
+                args.append(f"--{'' if value else 'no-'}{field.name.replace('_', '-')}")
+            else:
+                args.append(f"{field.name}={value}")
+        return shlex.join([*args, "--out", config.out])
+
+    def saved_config(self, layout: RunFolder) -> Any:
+        """The resolved options a run folder was started with."""
+        names = {f.name for f in dataclasses.fields(self.config)}
+        return self.config(**{k: v for k, v in load_yaml(layout.config).items() if k in names})
+
+
+# --------------------------------------------------------------------------- shared stages
+
+
+def write_prompts(seed: int, files: dict[Path, int]) -> dict[str, Any]:
+    """Disjoint IMDB review openings of the trainers' default length, as many to each file as
+    it asks, in order; records the machine's CPUs for the report."""
+    from nlhf.data.movie_reviews import review_prompts
+    from nlhf.data.prompts import PromptFields
+
+    pool = review_prompts(sum(files.values()), words=PromptFields().prompt_words, seed=seed)
+    start = 0
+    for path, n in files.items():
+        pool[start : start + n].to_jsonl(path)
+        start += n
+    return {"cpus": os.cpu_count()}
+
+
+def judge_configs(config: Any, layout: RunFolder, **data: Any) -> dict[str, Any]:
+    """The reward-model and preference-model configs of a run: the same pairs (``data``: the
+    judge trainers' data fields) and held-out split, the run's encoder, dtype and seed."""
+    from nlhf.train import preference_model, reward_model
+
+    shared = dict(
+        backbone=config.encoder,
+        max_length=config.judge_max_length,
+        dtype=config.dtype,
+        seed=config.seed,
+        progress=config.progress,
+        **data,
+    )
+    return {
+        "reward-model": reward_model.Config(out=str(layout.judge("reward-model")), **shared),
+        "preference-model": preference_model.Config(
+            out=str(layout.judge("preference-model")), rank=config.pm_rank, **shared
+        ),
+    }
+
+
+def train_judges(configs: dict[str, Any]) -> dict[str, Any]:
+    """Train each judge of :func:`judge_configs` whose folder has no ``metrics.json`` yet;
+    the held-out accuracy of each."""
+    from nlhf.train import preference_model, reward_model
+
+    runners = {"reward-model": reward_model.run, "preference-model": preference_model.run}
+    accuracy = {}
+    for kind, judge_config in configs.items():
+        metrics = Path(judge_config.out) / "metrics.json"
+        if not metrics.exists():
+            runners[kind](judge_config)
+        accuracy[kind] = json.loads(metrics.read_text())["held_out"]["accuracy"]
+    return {"held_out_accuracy": accuracy}
+
+
+def tournament(
+    config: Any,
+    entrants: list[str],
+    prompts: list[str],
+    judges: Any,
+    samples_per_prompt: int,
+    show_samples: int,
+    out: Path | None = None,
+) -> Any:
+    """:func:`nlhf.eval.run_tournament` of ``entrants`` on ``prompts`` against the run's
+    reference policy, sampled with the run's tokens per completion, seed and dtype."""
+    from nlhf.assets import resolve_model
+    from nlhf.eval import run_tournament
+    from nlhf.eval.rollouts import Sampling
+
+    sampling = Sampling(
+        samples_per_prompt=samples_per_prompt,
+        max_new_tokens=config.max_new_tokens,
+        seed=config.seed,
+        dtype=config.dtype,
+    )
+    return run_tournament(
+        entrants,
+        prompts,
+        judges,
+        reference=resolve_model(config.policy, "policy"),
+        sampling=sampling,
+        show_samples=show_samples,
+        progress=config.progress,
+        out=out,
+    )

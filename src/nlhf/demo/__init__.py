@@ -9,7 +9,7 @@ Stages (each one is skipped when a previous run in ``--out`` finished it):
 
 1. ``judges``: a Bradley–Terry reward model and a pairwise preference model trained on
    IMDB human labels (a positive review preferred to a negative one), held-out accuracy;
-2. ``policies``: from the same reference policy and the same wall-clock budget, RLHF-PPO
+2. ``policies``: from the same reference policy, each for its fixed number of steps, RLHF-PPO
    against the reward model and Nash-MD-PG (β = 0.125) against the preference model, both
    with LoRA (the adapter switched off is the reference);
 3. ``tournament``: every policy and the reference sample completions for held-out prompts;
@@ -18,5 +18,5 @@ Stages (each one is skipped when a previous run in ``--out`` finished it):
 
 Modules: :mod:`nlhf.demo.config` (the options and the two presets), :mod:`nlhf.demo.plan`
 (the per-stage configs derived from them), :mod:`nlhf.demo.stages`, :mod:`nlhf.demo.report`
-and :mod:`nlhf.demo.run` (the command).
+and :mod:`nlhf.demo.run` (the command), on :mod:`nlhf.resumable` and :mod:`nlhf.reporting`.
 """

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 import unicodedata
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,18 +43,31 @@ def _num(x: float | None, digits: int = 2) -> str:
     return "–" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
 
 
-def fmt_estimate(e: Estimate | None, digits: int = 2) -> str:
-    """``mean [low, high]``; just the mean when the interval is undefined."""
-    if e is None:
+def format_interval(e: Estimate | Mapping[str, Any] | None, digits: int = 2) -> str:
+    """``mean [low, high]`` of an :class:`Estimate` or its dict (an accuracy's mean is its
+    ``accuracy``): the mean alone where the interval is undefined, n/a without an estimate."""
+    if isinstance(e, Estimate):
+        e = vars(e)
+    mean = (e or {}).get("mean", (e or {}).get("accuracy"))
+    if mean is None:
         return "n/a"
-    if not (math.isfinite(e.low) and math.isfinite(e.high)):
-        return _num(e.mean, digits)
-    return f"{_num(e.mean, digits)} [{_num(e.low, digits)}, {_num(e.high, digits)}]"
+    low, high = e.get("low"), e.get("high")
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return _num(mean, digits)
+    return f"{_num(mean, digits)} [{_num(low, digits)}, {_num(high, digits)}]"
 
 
 def table_row(cells: list[str]) -> str:
     """One row of a markdown table."""
     return "| " + " | ".join(cells) + " |"
+
+
+def markdown_table(heads: list[str], rows: Iterable[list[str]], align: str = "") -> list[str]:
+    """A markdown table's lines; ``align`` has an ``l`` or ``r`` per column (default: the
+    first column left, the others right)."""
+    align = align or "l" + "r" * (len(heads) - 1)
+    rule = ["---" if side == "l" else "---:" for side in align]
+    return [table_row(heads), table_row(rule), *map(table_row, rows)]
 
 
 def matrix_table(
@@ -66,184 +81,57 @@ def matrix_table(
 ) -> str:
     """A k × k markdown table, each cell ``mean [low, high]``; optional last column."""
     heads = [escape_markdown(n) for n in names]
-    lines = [
-        table_row([corner, *heads] + ([extra[0]] if extra else [])),
-        table_row(["---"] + ["---:"] * (len(names) + (1 if extra else 0))),
-    ]
-    for a in range(len(names)):
-        cells = []
-        for b in range(len(names)):
-            if a == b:
-                cells.append("—")
-            else:
-                cells.append(fmt_estimate(Estimate(mean[a, b], low[a, b], high[a, b], 0), digits))
-        lines.append(table_row([f"**{heads[a]}**", *cells] + ([extra[1][a]] if extra else [])))
-    return "\n".join(lines)
 
+    def cell(a: int, b: int) -> str:
+        estimate = Estimate(mean[a, b], low[a, b], high[a, b], 0)
+        return "—" if a == b else format_interval(estimate, digits)
 
-def completions_section(tournament: dict, heading: str) -> list[str]:
-    """Markdown: under ``heading``, each shown prompt of ``tournament.json`` with every
-    policy's completion of it, one table per prompt."""
-    policies = tournament["policies"]
-    lines = [heading, ""]
-    for i, sample in enumerate(policies[0]["samples"]):
-        lines += [
-            f"**Prompt {i + 1}:** {escape_markdown(sample['prompt'], 300)}",
-            "",
-            table_row(["policy", "completion"]),
-            table_row(["---", "---"]),
+    rows = [
+        [
+            f"**{heads[a]}**",
+            *[cell(a, b) for b in range(len(names))],
+            *([extra[1][a]] if extra else []),
         ]
-        for p in policies:
-            text = escape_markdown(p["samples"][i]["completion"], 300)
-            lines.append(table_row([f"**{escape_markdown(p['name'])}**", text]))
-        lines.append("")
+        for a in range(len(names))
+    ]
+    return "\n".join(markdown_table([corner, *heads, *([extra[0]] if extra else [])], rows))
+
+
+def completion_tables(policies: list[tuple[str, list[dict[str, str]]]], limit: int) -> list[str]:
+    """Each shown prompt with every policy's completion of it, one table per prompt
+    (``policies``: each policy's name and samples, texts cut at ``limit`` characters)."""
+    lines: list[str] = []
+    for i, sample in enumerate(policies[0][1] if policies else []):
+        rows = [
+            [f"**{escape_markdown(name)}**", escape_markdown(samples[i]["completion"], limit)]
+            for name, samples in policies
+        ]
+        lines += [
+            *([""] if lines else []),
+            f"**Prompt {i + 1}:** {escape_markdown(sample['prompt'], limit)}",
+            "",
+            *markdown_table(["policy", "completion"], rows, "ll"),
+        ]
     return lines
 
 
 def markdown_report(result) -> str:
     """The tournament as markdown: win-rate matrices, policy stats, disagreements, samples."""
-    s = result.settings
-    names = result.names
-    level = round(100 * s["level"])
-    how = "Student t" if s["interval"] == "t" else "percentile bootstrap"
-    lines = [
-        "# Tournament",
-        "",
-        f"{len(names)} policies, {len(result.prompts)} prompts × {s['samples_per_prompt']} "
-        f"completions each ({s['max_new_tokens']} new tokens at most, temperature "
-        f"{s['temperature']}, seed {s['seed']}); judges: "
-        + ", ".join(f"`{v.name}`" for v in result.verdicts)
-        + ".",
-        "",
-        f"Each cell is P(row ≻ column): the judge's preference probability averaged over the "
-        f"{s['comparisons_per_prompt_and_pair']} comparisons of each prompt ({s['pairing']} "
-        f"sample pairs), then over prompts, with its {level}% interval over prompts "
-        f"({how}; the prompt is the unit of independence). *vs rest* is the row's mean over "
-        "all other columns.",
-        "",
-        "![win-rate heat map](heatmap.png)",
-    ]
+    lines = _introduction(result)
     for name, rates in result.win_rates.items():
-        rest = [fmt_estimate(e) for e in rates.versus_rest]
-        lines += [
-            "",
-            f"## Win rates — judge `{name}`",
-            "",
-            matrix_table(
-                names, rates.mean, rates.low, rates.high, "P(row ≻ col)", ("vs rest", rest)
-            ),
-        ]
-        lc = getattr(result, "length_controlled", {}).get(name)
-        if lc is not None:
-            lines += [
-                "",
-                f"Length-controlled (judge `{name}`): P(row ≻ col) had both completions been "
-                "equally long — a logistic fit of the judge's P on the tanh-squashed length gap, "
-                f"read at gap 0, {level}% bootstrap interval over prompts; *length weight* > 0 "
-                "means the judge favoured the longer completion of that row's pairs on average.",
-                "",
-                matrix_table(
-                    names,
-                    lc.mean,
-                    lc.low,
-                    lc.high,
-                    "LC P(row ≻ col)",
-                    (
-                        "length weight",
-                        [f"{np.mean(np.delete(lc.slope[a], a)):+.2f}" for a in range(len(names))],
-                    ),
-                ),
-            ]
-
-    score_judges = [v.name for v in result.verdicts if v.scores is not None]
-    lines += [
-        "",
-        "## Policies",
-        "",
-        f"Means over all completions with {level}% intervals over prompts. KL: "
-        "Σ log π − log μ of the policy's own completions (a sample estimate of "
-        "KL(π‖μ)). Length: completion tokens, EOS included.",
-        "",
-    ]
-    heads = [
-        "policy",
-        "kind",
-        *[f"score `{j}`" for j in score_judges],
-        "KL to reference",
-        "length (tokens)",
-        "characters",
-    ]
-    lines += [table_row(heads), table_row(["---", "---"] + ["---:"] * (len(heads) - 2))]
-    for p in result.policies:
-        lines.append(
-            table_row(
-                [
-                    f"**{escape_markdown(p.name)}**",
-                    p.kind,
-                    *[fmt_estimate(p.scores[j], 3) for j in score_judges],
-                    fmt_estimate(p.kl),
-                    fmt_estimate(p.length, 1),
-                    f"{p.characters:.1f}",
-                ]
-            )
-        )
-    lines += [
-        "",
-        "Sources: "
-        + "; ".join(f"**{escape_markdown(p.name)}** = `{p.spec}`" for p in result.policies)
-        + ".",
-    ]
-
-    for (first, second), d in result.disagreements.items():
-        k = len(names)
-        winners = [
-            ["—" if a == b else _num(d.different_winner[a, b]) for b in range(k)] for a in range(k)
-        ]
-        lines += [
-            "",
-            f"## Where `{first}` and `{second}` disagree",
-            "",
-            f"Different winners in {fmt_estimate(d.overall)} of all comparisons (a tie under "
-            "one judge and a win under the other counts as different). Large differences "
-            "flag a policy that pleases one judge but not the other (reward hacking).",
-            "",
-            f"P_{first}(row ≻ col) − P_{second}(row ≻ col):",
-            "",
-            matrix_table(names, d.difference, d.difference_low, d.difference_high, "difference"),
-            "",
-            "Fraction of comparisons with different winners:",
-            "",
-            table_row(["pair", *[escape_markdown(n) for n in names]]),
-            table_row(["---"] + ["---:"] * k),
-            *[table_row([f"**{escape_markdown(names[a])}**", *winners[a]]) for a in range(k)],
-        ]
-
-    shown = len(result.policies[0].samples) if result.policies else 0
-    if shown:
+        lines += _win_rates(result, name, rates)
+    lines += _policies(result)
+    for judges, d in result.disagreements.items():
+        lines += _disagreement(result.names, judges, d)
+    if result.policies and result.policies[0].samples:
         lines += [
             "",
             "## Sample completions",
             "",
             "The first completion of each policy for the first prompts.",
+            "",
+            *completion_tables([(p.name, p.samples) for p in result.policies], 500),
         ]
-        for i in range(shown):
-            prompt = result.policies[0].samples[i]["prompt"]
-            lines += [
-                "",
-                f"**Prompt {i + 1}:** {escape_markdown(prompt, 500)}",
-                "",
-                table_row(["policy", "completion"]),
-                table_row(["---", "---"]),
-            ]
-            for p in result.policies:
-                lines.append(
-                    table_row(
-                        [
-                            f"**{escape_markdown(p.name)}**",
-                            escape_markdown(p.samples[i]["completion"], 500),
-                        ]
-                    )
-                )
     sec = result.seconds
     lines += [
         "",
@@ -251,6 +139,117 @@ def markdown_report(result) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _introduction(result) -> list[str]:
+    s = result.settings
+    how = "Student t" if s["interval"] == "t" else "percentile bootstrap"
+    return [
+        "# Tournament",
+        "",
+        f"{len(result.names)} policies, {len(result.prompts)} prompts × "
+        f"{s['samples_per_prompt']} completions each ({s['max_new_tokens']} new tokens at most, "
+        f"temperature {s['temperature']}, seed {s['seed']}); judges: "
+        + ", ".join(f"`{v.name}`" for v in result.verdicts)
+        + ".",
+        "",
+        f"Each cell is P(row ≻ column): the judge's preference probability averaged over the "
+        f"{s['comparisons_per_prompt_and_pair']} comparisons of each prompt ({s['pairing']} "
+        f"sample pairs), then over prompts, with its {_level(result)}% interval over prompts "
+        f"({how}; the prompt is the unit of independence). *vs rest* is the row's mean over "
+        "all other columns.",
+        "",
+        "![win-rate heat map](heatmap.png)",
+    ]
+
+
+def _level(result) -> int:
+    return round(100 * result.settings["level"])
+
+
+def _win_rates(result, name: str, rates) -> list[str]:
+    """One judge's matrix and, where it was fitted, its length-controlled matrix."""
+    names = result.names
+    rest = ("vs rest", [format_interval(e) for e in rates.versus_rest])
+    lines = [
+        "",
+        f"## Win rates — judge `{name}`",
+        "",
+        matrix_table(names, rates.mean, rates.low, rates.high, "P(row ≻ col)", rest),
+    ]
+    lc = getattr(result, "length_controlled", {}).get(name)
+    if lc is None:
+        return lines
+    weights = [f"{np.mean(np.delete(lc.slope[a], a)):+.2f}" for a in range(len(names))]
+    return [
+        *lines,
+        "",
+        f"Length-controlled (judge `{name}`): P(row ≻ col) had both completions been "
+        "equally long — a logistic fit of the judge's P on the tanh-squashed length gap, "
+        f"read at gap 0, {_level(result)}% bootstrap interval over prompts; *length "
+        "weight* > 0 means the judge favoured the longer completion of that row's pairs on "
+        "average.",
+        "",
+        matrix_table(
+            names, lc.mean, lc.low, lc.high, "LC P(row ≻ col)", ("length weight", weights)
+        ),
+    ]
+
+
+def _policies(result) -> list[str]:
+    score_judges = [v.name for v in result.verdicts if v.scores is not None]
+    heads = ["policy", "kind", *[f"score `{j}`" for j in score_judges]]
+    heads += ["KL to reference", "length (tokens)", "characters"]
+    rows = [
+        [
+            f"**{escape_markdown(p.name)}**",
+            p.kind,
+            *[format_interval(p.scores[j], 3) for j in score_judges],
+            format_interval(p.kl),
+            format_interval(p.length, 1),
+            f"{p.characters:.1f}",
+        ]
+        for p in result.policies
+    ]
+    sources = "; ".join(f"**{escape_markdown(p.name)}** = `{p.spec}`" for p in result.policies)
+    return [
+        "",
+        "## Policies",
+        "",
+        f"Means over all completions with {_level(result)}% intervals over prompts. KL: "
+        "Σ log π − log μ of the policy's own completions (a sample estimate of "
+        "KL(π‖μ)). Length: completion tokens, EOS included.",
+        "",
+        *markdown_table(heads, rows, "ll" + "r" * (len(heads) - 2)),
+        "",
+        f"Sources: {sources}.",
+    ]
+
+
+def _disagreement(names: list[str], judges: tuple[str, str], d) -> list[str]:
+    first, second = judges
+    k = len(names)
+    winners = [
+        [f"**{escape_markdown(names[a])}**"]
+        + ["—" if a == b else _num(d.different_winner[a, b]) for b in range(k)]
+        for a in range(k)
+    ]
+    return [
+        "",
+        f"## Where `{first}` and `{second}` disagree",
+        "",
+        f"Different winners in {format_interval(d.overall)} of all comparisons (a tie under "
+        "one judge and a win under the other counts as different). Large differences "
+        "flag a policy that pleases one judge but not the other (reward hacking).",
+        "",
+        f"P_{first}(row ≻ col) − P_{second}(row ≻ col):",
+        "",
+        matrix_table(names, d.difference, d.difference_low, d.difference_high, "difference"),
+        "",
+        "Fraction of comparisons with different winners:",
+        "",
+        *markdown_table(["pair", *[escape_markdown(n) for n in names]], winners),
+    ]
 
 
 def plot_heatmap(result, path: str | Path) -> Path:

@@ -1,6 +1,6 @@
 """``nlhf experiment population``: when does NLHF beat RLHF?  A population whose majority cycles.
 
-    nlhf experiment population                  # the default run (about 30 min on 2 CPU cores)
+    nlhf experiment population                  # the default run (its time: the README)
     nlhf experiment population --quick          # every stage at toy sizes, a few minutes
     nlhf experiment population --out runs/x     # resume an interrupted run (Ctrl-C is safe)
 
@@ -13,7 +13,8 @@
    steps as fit in PPO's training time (the equal wall-clock comparison);
 4. a tournament under the population and under each criterion alone; ``report.md``.
 
-Modules: ``config`` (options, presets, the run folder), ``analysis`` (pure numpy: cycles,
-restricted games, accuracies), ``judges`` (the exact-population judges of the controls),
-``stages``, ``report`` and ``run`` (the command).
+Modules: ``config`` (options, presets, the run folder), ``analysis`` (numpy: cycles,
+restricted games, accuracies), ``exact_population`` (the population, its exact P and the
+controls' judges), ``plan`` (the trainer configs), ``stages``, ``tuning``, ``report`` and
+``run`` (the command), on :mod:`nlhf.resumable` and :mod:`nlhf.reporting`.
 """

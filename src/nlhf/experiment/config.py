@@ -4,80 +4,24 @@ Options left at ``None`` take the preset's value (``--quick comparisons=64`` is 
 with 64 judged comparisons per route).  Each route's budget is a number of judged comparisons,
 the same for all four, so the same command and seed give the same tables on any machine (all
 but the equal-time route's, whose steps are PPO's measured seconds); the step counts follow
-from it (:meth:`Config.steps`).  The default preset's sizes were chosen
-from the demo's measured speeds on 2 CPU cores (a Nash-MD-PG step of 64 prompts × 16 tokens
-about 14 s, a PPO step about 55 s, both judges on 2,000 pairs about 3 min) to fit about 30
-minutes without ``--tune``; the README gives a measured run.
+from it (:meth:`Config.steps`).  The default preset's sizes were chosen from the demo's
+measured step times to fit a short CPU run without ``--tune`` (the README gives a measured
+run).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from nlhf.config import option
-from nlhf.files import check_folder_option
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """The knobs that set how long the experiment takes."""
-
-    train_prompts: int
-    samples: int
-    eval_prompts: int
-    eval_samples: int
-    comparisons: int
-    batch_size: int
-    max_new_tokens: int
-    judge_max_length: int
-    tournament_samples: int
-    nash_lr: float
-    tune_prompts: int
-    tune_steps: int
-
-
-PRESETS = {
-    # 320 prompts × 4 completions give 1,920 labelled pairs (judges ≈ 3 min); 448 comparisons
-    # are 7 steps of 64 prompts per route, and a PPO step of 64 prompts costs about 4 Nash-MD-PG
-    # steps: three PPO-length routes (PPO, its control, Nash-MD-PG in PPO's time) set the time
-    "default": Sizes(
-        train_prompts=320,
-        samples=4,
-        eval_prompts=64,
-        eval_samples=6,
-        comparisons=448,
-        batch_size=64,
-        max_new_tokens=16,
-        judge_max_length=64,
-        tournament_samples=4,
-        nash_lr=2e-3,
-        tune_prompts=32,
-        tune_steps=4,
-    ),
-    # every stage runs; two steps per route and wide intervals
-    "quick": Sizes(
-        train_prompts=48,
-        samples=4,
-        eval_prompts=16,
-        eval_samples=4,
-        comparisons=32,
-        batch_size=16,
-        max_new_tokens=12,
-        judge_max_length=48,
-        tournament_samples=2,
-        nash_lr=5e-3,
-        tune_prompts=8,
-        tune_steps=1,
-    ),
-}
+from nlhf.resumable import Presets, RunFolder, preset_option
 
 
 @dataclass
-class Config:
+class Config(Presets):
     """When does NLHF beat RLHF?  Label reference completions with a population of annotators
     whose majority can cycle, train both judges, predict the answer on the restricted game,
     train PPO and Nash-MD-PG (and their exact-population controls) on one comparison budget,
@@ -101,7 +45,9 @@ class Config:
     )
     beta: float = option(0.125, "Nash-MD-PG mixture coefficient β (the paper's best value)")
     lora_r: int = option(16, "LoRA rank of the policies (adapters on every linear layer)")
-    nash_lr: float | None = option(None, "AdamW learning rate of Nash-MD-PG (2e-3; quick 5e-3)")
+    nash_lr: float | None = preset_option(
+        "AdamW learning rate of Nash-MD-PG", default=2e-3, quick=5e-3
+    )
     ppo_lr: float = option(1e-4, "AdamW learning rate of PPO")
     ppo_epochs: int = option(4, "PPO: passes over each rollout (2 mini-batches each)")
     ppo_kl_coef: float = option(0.05, "PPO: initial KL coefficient (adapted towards 6 nats)")
@@ -111,30 +57,37 @@ class Config:
         "annotators drawn from the population per labelled pair, each a label row (the "
         "judges then learn each pair's preference from that many votes)",
     )
-    train_prompts: int | None = option(
-        None, "IMDB openings the judges' pairs and the policies' training use (320; quick 48)"
+    train_prompts: int | None = preset_option(
+        "IMDB openings the judges' pairs and the policies' training use (× samples: 4 "
+        "completions of 320 give 1,920 labelled pairs)",
+        default=320,
+        quick=48,
     )
-    samples: int | None = option(
-        None, "reference completions per training prompt; every pair is labelled (4; quick 4)"
+    samples: int | None = preset_option(
+        "reference completions per training prompt; every pair is labelled", default=4, quick=4
     )
-    eval_prompts: int | None = option(
-        None, "held-out openings of the prediction and the tournament (64; quick 16)"
+    eval_prompts: int | None = preset_option(
+        "held-out openings of the prediction and the tournament", default=64, quick=16
     )
-    eval_samples: int | None = option(
-        None, "K: reference completions per held-out prompt in the restricted game (6; quick 4)"
+    eval_samples: int | None = preset_option(
+        "K: reference completions per held-out prompt in the restricted game", default=6, quick=4
     )
-    comparisons: int | None = option(
-        None,
+    comparisons: int | None = preset_option(
         "judged comparisons per route: PPO scores one completion per prompt and step, "
-        "Nash-MD-PG compares one pair per prompt and step (448; quick 32)",
+        "Nash-MD-PG compares one pair per prompt and step (448: 7 steps of 64 prompts; a PPO "
+        "step costs about four Nash-MD-PG steps, so the three PPO-length routes set the time)",
+        default=448,
+        quick=32,
     )
-    batch_size: int | None = option(None, "prompts per training step (64; quick 16)")
-    max_new_tokens: int | None = option(None, "tokens per completion everywhere (16; quick 12)")
-    judge_max_length: int | None = option(
-        None, "tokens per judged (prompt, completion) (64; quick 48)"
+    batch_size: int | None = preset_option("prompts per training step", default=64, quick=16)
+    max_new_tokens: int | None = preset_option(
+        "tokens per completion everywhere", default=16, quick=12
     )
-    tournament_samples: int | None = option(
-        None, "tournament completions per prompt and policy (4; quick 2)"
+    judge_max_length: int | None = preset_option(
+        "tokens per judged (prompt, completion)", default=64, quick=48
+    )
+    tournament_samples: int | None = preset_option(
+        "tournament completions per prompt and policy", default=4, quick=2
     )
     tune: bool = option(
         False,
@@ -142,13 +95,13 @@ class Config:
         "keep those the population prefers on validation prompts (nlhf.experiment.tuning; "
         "without it: the options as given)",
     )
-    tune_prompts: int | None = option(
-        None, "validation openings of the tuning stage, apart from the others (32; quick 8)"
+    tune_prompts: int | None = preset_option(
+        "validation openings of the tuning stage, apart from the others", default=32, quick=8
     )
-    tune_steps: int | None = option(None, "steps of each tuning run (4; quick 1)")
+    tune_steps: int | None = preset_option("steps of each tuning run", default=4, quick=1)
     progress: bool = option(True, "show progress bars")
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must lie in [0, 1], got {self.beta}")
         for name in ("tau", "ppo_lr", "ppo_epochs", "lora_r", "annotators"):
@@ -157,32 +110,12 @@ class Config:
         for name in ("ppo_kl_coef", "pm_rank"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
-        for field in dataclasses.fields(Sizes):
-            value = getattr(self, field.name)
-            if value is not None and value <= 0:
-                raise ValueError(f"{field.name} must be > 0, got {value}")
         for name in ("samples", "eval_samples"):
             value = getattr(self, name)
             if value is not None and value < 3:
                 raise ValueError(f"{name} must be ≥ 3 so that triples exist, got {value}")
         if self.batch_size is not None and self.batch_size % 2:
             raise ValueError(f"batch_size must be even (PPO's mini-batches), got {self.batch_size}")
-        if self.out:
-            check_folder_option("out", self.out)
-
-    @property
-    def preset(self) -> Sizes:
-        return PRESETS["quick" if self.quick else "default"]
-
-    @property
-    def sizes(self) -> Sizes:
-        """The preset with every option the user set put in place."""
-        chosen = {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(Sizes)
-            if getattr(self, f.name) is not None
-        }
-        return dataclasses.replace(self.preset, **chosen)
 
     @property
     def population_spec(self) -> str:
@@ -192,15 +125,6 @@ class Config:
     def steps(self) -> int:
         """Steps of every route: ``comparisons`` judged comparisons at one per prompt."""
         return max(1, math.ceil(self.comparisons / self.batch_size))
-
-
-def resolved(config: Config) -> Config:
-    """``config`` with every preset-valued option filled in and ``auto`` dtype decided."""
-    from nlhf.models.policy import resolve_dtype
-
-    return dataclasses.replace(
-        config, dtype=resolve_dtype(config.dtype), **dataclasses.asdict(config.sizes)
-    )
 
 
 ROUTES = ("ppo", "nash-md", "ppo-exact", "nash-md-exact")
@@ -224,30 +148,16 @@ ROUTE_TITLES = {
 
 
 @dataclass(frozen=True)
-class Layout:
-    """Where everything of one run lives."""
+class Layout(RunFolder):
+    """Where everything of one run lives: the files every run has and the experiment's own."""
 
-    root: Path
-
-    config = property(lambda self: self.root / "config.yaml")
-    stages = property(lambda self: self.root / "stages.json")
-    train_prompts = property(lambda self: self.root / "data" / "train_prompts.jsonl")
-    eval_prompts = property(lambda self: self.root / "data" / "eval_prompts.jsonl")
     tune_prompts = property(lambda self: self.root / "data" / "tune_prompts.jsonl")
     tuning = property(lambda self: self.root / "tuning" / "tuning.json")
     completions = property(lambda self: self.root / "data" / "reference_completions.json")
     pairs = property(lambda self: self.root / "data" / "pairs.jsonl")
     judge_evaluation = property(lambda self: self.root / "judges" / "evaluation.json")
     prediction = property(lambda self: self.root / "prediction.json")
-    tournament = property(lambda self: self.root / "tournament")
-    report = property(lambda self: self.root / "report.md")
     plot = property(lambda self: self.root / "results.png")
-
-    def judge(self, kind: str) -> Path:
-        return self.root / "judges" / kind
-
-    def policy(self, route: str) -> Path:
-        return self.root / "policies" / route
 
     def tuning_run(self, name: str) -> Path:
         return self.root / "tuning" / name

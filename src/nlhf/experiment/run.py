@@ -4,62 +4,31 @@
 
 Starting writes the resolved options and the population's definition to ``DIR/config.yaml``;
 running again with the same ``--out`` resumes (finished stages are skipped, trainers continue
-from their checkpoints) and refuses options that differ from the ones the run started with.
+from their checkpoints), or only rebuilds ``report.md`` when every stage is done, and refuses
+options that differ from the ones the run started with (:class:`nlhf.resumable.Run`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from pathlib import Path
 from typing import Any
 
-from nlhf import resumable
 from nlhf.config import to_dict
-from nlhf.experiment.config import Config, Layout, resolved
-from nlhf.models.policy import resolve_dtype
+from nlhf.experiment.config import Config, Layout
+from nlhf.experiment.exact_population import load_population
+from nlhf.experiment.report import report
+from nlhf.experiment.stages import stages
+from nlhf.resumable import Run
 
 __all__ = ["Config", "run"]
 
 
-def default_out() -> str:
-    return time.strftime("runs/population-%Y%m%d-%H%M%S")
-
-
 def saved_options(config: Config) -> dict[str, Any]:
     """What ``config.yaml`` holds: the options, and the population they name spelled out."""
-    from nlhf.experiment.stages import load_population
-
     return {**to_dict(config), "population_definition": load_population(config).definition}
 
 
-def start_or_resume(config: Config, layout: Layout) -> None:
-    """Write ``config.yaml`` for a new run; check it against the saved one for a resumed run."""
-    resumable.start_or_resume(saved_options(config), layout.config, "experiment")
-
-
-def command_line(config: Config) -> str:
-    """The shortest command that runs (or resumes) this resolved config."""
-    defaults = dataclasses.replace(Config(), dtype=resolve_dtype("auto"))
-    return resumable.command_line(["nlhf", "experiment", "population"], config, defaults)
+RUN = Run(("nlhf", "experiment", "population"), Config, Layout, stages, report, saved_options)
 
 
 def run(config: Config) -> int:
-    import torch
-
-    from nlhf.experiment.report import write_report
-    from nlhf.experiment.stages import run_all
-
-    config = resolved(dataclasses.replace(config, out=config.out or default_out()))
-    layout = Layout(Path(config.out))
-    resumable.check_models(config)
-    start_or_resume(config, layout)
-    resume = command_line(config)
-    torch.manual_seed(config.seed)
-    try:
-        run_all(config, layout)
-    except KeyboardInterrupt:
-        print(f"\n[experiment] interrupted; continue where it stopped with:\n  {resume}")
-        return 130
-    print(f"[experiment] report: {write_report(config, layout, resume)}")
-    return 0
+    return RUN.run(config)

@@ -1,23 +1,18 @@
-"""The stages of ``nlhf experiment population``, each one idempotent: a finished stage is
-skipped, an interrupted one starts again (the trainers continue from their checkpoints).
-
-``stages.json`` records every finished stage and its wall-clock seconds, written after the
-stage's own outputs, so "recorded" implies "complete".  :func:`route_configs` and
-:func:`judge_configs` are pure functions of the resolved config, so a test can check the
-budget arithmetic without training anything.
+"""The stages of ``nlhf experiment population`` in order (:func:`stages`), each one
+idempotent: a finished stage is skipped, an interrupted one starts again (the trainers continue
+from their checkpoints).  The trainer configs they run are :mod:`nlhf.experiment.plan`'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import random
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nlhf.data.prompts import PromptFields, load_prompt_texts
 from nlhf.errors import UserError
 from nlhf.eval.stats import mean_interval
 from nlhf.experiment.analysis import (
@@ -29,31 +24,19 @@ from nlhf.experiment.analysis import (
     restricted_game,
 )
 from nlhf.experiment.config import POLICIES, TIMED, Config, Layout
-from nlhf.experiment.judges import (
+from nlhf.experiment.exact_population import (
     AnchoredBradleyTerry,
     CriterionJudge,
     criterion_scores,
     exact_matrix,
+    load_population,
 )
+from nlhf.experiment.plan import pair_judge_configs, prompt_texts, route_configs
 from nlhf.experiment.tuning import tune, tuned_settings
 from nlhf.files import atomic_write_json, atomic_write_text
-from nlhf.models.judges.load import population_judge
 from nlhf.models.judges.population import PopulationJudge
-from nlhf.resumable import StageLog
-
-
-def load_population(config: Config) -> PopulationJudge:
-    try:
-        return population_judge(config.population)
-    except UserError:
-        raise
-    except Exception as exc:  # a criterion that cannot be built (missing judge folder, …)
-        raise UserError(f"population {config.population!r}: {exc}") from None
-
-
-def prompt_texts(path: Path) -> list[str]:
-    """The prompts of a file as the trainers and judges read them."""
-    return load_prompt_texts(PromptFields(prompts=str(path)), seed=0)
+from nlhf.reporting import read_metrics
+from nlhf.resumable import Stages, tournament, train_judges, write_prompts
 
 
 def reference_completions(layout: Layout) -> dict[str, dict[str, list[str]]]:
@@ -66,24 +49,6 @@ def reference_completions(layout: Layout) -> dict[str, dict[str, list[str]]]:
 
 
 # --------------------------------------------------------------------------- 1. data
-
-
-def prepare_prompts(config: Config, layout: Layout) -> dict[str, Any]:
-    """Disjoint IMDB review openings: training prompts (the judges' pairs and the policies'
-    training), held-out ones (the restricted-game prediction and the tournament) and the
-    tuning stage's validation prompts."""
-    from nlhf.data.movie_reviews import review_prompts
-
-    held_out, train = config.eval_prompts, config.train_prompts
-    pool = review_prompts(
-        held_out + train + config.tune_prompts,
-        words=PromptFields().prompt_words,
-        seed=config.seed,
-    )
-    pool[:held_out].to_jsonl(layout.eval_prompts)
-    pool[held_out : held_out + train].to_jsonl(layout.train_prompts)
-    pool[held_out + train :].to_jsonl(layout.tune_prompts)
-    return {"cpus": os.cpu_count()}
 
 
 def sample_reference(config: Config, layout: Layout) -> dict[str, Any]:
@@ -154,37 +119,6 @@ def label_pairs(config: Config, layout: Layout) -> dict[str, Any]:
 # --------------------------------------------------------------------------- 1. judges
 
 
-def judge_configs(config: Config, layout: Layout) -> dict[str, Any]:
-    """The reward-model and preference-model configs: same labels, same held-out split."""
-    from nlhf.train import preference_model, reward_model
-
-    shared = dict(
-        data=str(layout.pairs),
-        backbone=config.encoder,
-        max_length=config.judge_max_length,
-        dtype=config.dtype,
-        seed=config.seed,
-        progress=config.progress,
-    )
-    return {
-        "reward-model": reward_model.Config(out=str(layout.judge("reward-model")), **shared),
-        "preference-model": preference_model.Config(
-            out=str(layout.judge("preference-model")), rank=config.pm_rank, **shared
-        ),
-    }
-
-
-def train_judges(config: Config, layout: Layout) -> dict[str, Any]:
-    """Both judges on ``pairs.jsonl`` (a trained judge's ``metrics.json`` means it is done)."""
-    from nlhf.train import preference_model, reward_model
-
-    runners = {"reward-model": reward_model.run, "preference-model": preference_model.run}
-    for kind, judge_config in judge_configs(config, layout).items():
-        if not (layout.judge(kind) / "metrics.json").exists():
-            runners[kind](judge_config)
-    return {}
-
-
 def _position(texts: list[str], text: str) -> int:
     """Where ``text`` (as the pair loader read it back) is among a prompt's completions."""
     if text in texts:
@@ -200,7 +134,7 @@ def evaluate_judges(config: Config, layout: Layout) -> dict[str, Any]:
     from nlhf.train.pairs import load_training_pairs
 
     population = load_population(config)
-    configs = judge_configs(config, layout)
+    configs = pair_judge_configs(config, layout)
     _, held = load_training_pairs(configs["reward-model"], config.seed)
     train = reference_completions(layout)["train"]
     # queried with the prompt as the policy trainers pass it (the judge trainers render it as
@@ -314,54 +248,6 @@ def predict(config: Config, layout: Layout) -> dict[str, Any]:
 # --------------------------------------------------------------------------- 3. policies
 
 
-def route_configs(
-    config: Config, layout: Layout, tuned: dict[str, dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    """Each route's trainer config: the same reference, prompts, steps and prompts per step,
-    so the same number of judged comparisons (``config.steps × batch_size``); ``tuned``
-    (:func:`nlhf.experiment.tuning.tuned_settings`) replaces PPO's and Nash-MD-PG's fields in
-    both of their routes."""
-    from nlhf.train import nash_md, ppo
-
-    tuned = tuned or {}
-
-    def fields(route: str, judge: str) -> dict[str, Any]:
-        return dict(
-            policy=config.policy,
-            lora_r=config.lora_r,
-            dtype=config.dtype,
-            prompts=str(layout.train_prompts),
-            judge=judge,
-            steps=config.steps,
-            batch_size=config.batch_size,
-            max_new_tokens=config.max_new_tokens,
-            seed=config.seed,
-            out=str(layout.policy(route)),
-            checkpoint_every=max(1, min(5, config.steps)),
-            tensorboard=False,
-            progress=config.progress,
-        )
-
-    def ppo_config(route: str, judge: str) -> Any:
-        given = dict(
-            lr=config.ppo_lr, epochs=config.ppo_epochs, init_kl_coef=config.ppo_kl_coef
-        )
-        return ppo.Config(**fields(route, judge), **(given | tuned.get("ppo", {})))
-
-    def nash_config(route: str, judge: str) -> Any:
-        given = dict(lr=config.nash_lr, tau=config.tau, beta=config.beta)
-        return nash_md.Config(**fields(route, judge), **(given | tuned.get("nash-md", {})))
-
-    population = config.population_spec
-    return {
-        "ppo": ppo_config("ppo", str(layout.judge("reward-model") / "model")),
-        "nash-md": nash_config("nash-md", str(layout.judge("preference-model") / "model")),
-        # the judge object (AnchoredBradleyTerry) is built at training time
-        "ppo-exact": ppo_config("ppo-exact", f"bradley-terry fit of {population}"),
-        "nash-md-exact": nash_config("nash-md-exact", population),
-    }
-
-
 MAX_TIMED_FACTOR = 8
 """The equal-time route takes at most this many times the Nash-MD-PG route's steps."""
 
@@ -377,11 +263,9 @@ def timed_steps(stages: dict[str, Any]) -> int:
 
 def timed_config(config: Config, layout: Layout) -> Any:
     """The Nash-MD-PG route's config with the equal-time step count and its own folder."""
-    import dataclasses
-
-    stages = json.loads(layout.stages.read_text())
     cfg = route_configs(config, layout, tuned_settings(layout))["nash-md"]
-    return dataclasses.replace(cfg, steps=timed_steps(stages), out=str(layout.policy(TIMED)))
+    steps = timed_steps(layout.finished())
+    return dataclasses.replace(cfg, steps=steps, out=str(layout.policy(TIMED)))
 
 
 def train_route(config: Config, layout: Layout, route: str) -> dict[str, Any]:
@@ -401,8 +285,7 @@ def train_route(config: Config, layout: Layout, route: str) -> dict[str, Any]:
         ppo.run(cfg)
     else:
         nash_md.run(cfg)
-    lines = (Path(cfg.out) / "metrics.jsonl").read_text().splitlines()
-    rows = [json.loads(line) for line in lines if line.strip()]
+    rows = read_metrics(Path(cfg.out) / "metrics.jsonl")
     return {
         "steps": rows[-1]["step"] if rows else 0,
         "comparisons": len(rows) * cfg.batch_size,
@@ -423,40 +306,34 @@ def tournament_judges(population: PopulationJudge) -> dict[str, Any]:
 
 def run_tournament(config: Config, layout: Layout) -> dict[str, Any]:
     """Reference and the five policies on the held-out prompts, every pair of samples judged."""
-    from nlhf.assets import resolve_model
-    from nlhf.eval import run_tournament as tournament
-    from nlhf.eval.rollouts import Sampling
-
     result = tournament(
+        config,
         ["reference"] + [f"{r}={layout.policy(r) / 'policy'}" for r in POLICIES],
         prompt_texts(layout.eval_prompts),
         tournament_judges(load_population(config)),
-        reference=resolve_model(config.policy, "policy"),
-        sampling=Sampling(
-            samples_per_prompt=config.tournament_samples,
-            max_new_tokens=config.max_new_tokens,
-            seed=config.seed,
-            dtype=config.dtype,
-        ),
+        config.tournament_samples,
         show_samples=3,
-        progress=config.progress,
         out=layout.tournament,
     )
     return {"seconds_inside": result.seconds}
 
 
-def run_all(config: Config, layout: Layout) -> StageLog:
-    """Every stage in order; returns the stage log."""
-    log = StageLog(layout.stages, "experiment")
-    log.run("prompts", lambda: prepare_prompts(config, layout))
-    log.run("reference completions", lambda: sample_reference(config, layout))
-    log.run("labels", lambda: label_pairs(config, layout))
-    log.run("judges", lambda: train_judges(config, layout))
-    log.run("judge evaluation", lambda: evaluate_judges(config, layout))
-    log.run("prediction", lambda: predict(config, layout))
-    if config.tune:
-        log.run("tuning", lambda: tune(config, layout))
-    for route in POLICIES:
-        log.run(f"train {route}", lambda r=route: train_route(config, layout, r))
-    log.run("tournament", lambda: run_tournament(config, layout))
-    return log
+def stages(config: Config, layout: Layout) -> Stages:
+    """Disjoint IMDB openings (held out: the prediction and the tournament; the judges' pairs and
+    the policies' training; the tuning stage's validation), then every stage above in order."""
+    prompts = {
+        layout.eval_prompts: config.eval_prompts,
+        layout.train_prompts: config.train_prompts,
+        layout.tune_prompts: config.tune_prompts,
+    }
+    return {
+        "prompts": lambda: write_prompts(config.seed, prompts),
+        "reference completions": lambda: sample_reference(config, layout),
+        "labels": lambda: label_pairs(config, layout),
+        "judges": lambda: train_judges(pair_judge_configs(config, layout)),
+        "judge evaluation": lambda: evaluate_judges(config, layout),
+        "prediction": lambda: predict(config, layout),
+        **({"tuning": lambda: tune(config, layout)} if config.tune else {}),
+        **{f"train {r}": lambda r=r: train_route(config, layout, r) for r in POLICIES},
+        "tournament": lambda: run_tournament(config, layout),
+    }

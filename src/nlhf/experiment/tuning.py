@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 from nlhf.experiment.config import Config, Layout
+from nlhf.experiment.exact_population import load_population
+from nlhf.experiment.plan import prompt_texts, route_configs
 from nlhf.files import atomic_write_json
+from nlhf.resumable import tournament
 
 PPO_GRID: dict[str, dict[str, float]] = {
     "given": {},
@@ -59,8 +63,6 @@ def settings(base: Any, change: dict[str, float]) -> dict[str, Any]:
 
 def candidates(config: Config, layout: Layout) -> list[Candidate]:
     """Every candidate run, PPO's then Nash-MD-PG's."""
-    from nlhf.experiment.stages import route_configs
-
     routes = route_configs(config, layout)
     found = []
     for route, grid in (("ppo", PPO_GRID), ("nash-md", NASH_GRID)):
@@ -83,31 +85,19 @@ def candidates(config: Config, layout: Layout) -> list[Candidate]:
 def tune(config: Config, layout: Layout) -> dict[str, Any]:
     """Train every candidate (each resumes from its checkpoints), compare them with the
     reference under the population on the validation prompts, write ``tuning.json``."""
-    from pathlib import Path
-
-    from nlhf.assets import resolve_model
-    from nlhf.eval import run_tournament
-    from nlhf.eval.rollouts import Sampling
-    from nlhf.experiment.stages import load_population, prompt_texts
     from nlhf.train import nash_md, ppo
 
     runs = candidates(config, layout)
     for c in runs:
         if not (Path(c.config.out) / "policy").is_dir():
             (ppo.run if c.route == "ppo" else nash_md.run)(c.config)
-    result = run_tournament(
+    result = tournament(
+        config,
         ["reference"] + [f"{Path(c.config.out).name}={c.config.out}/policy" for c in runs],
         prompt_texts(layout.tune_prompts),
         {"population": load_population(config)},
-        reference=resolve_model(config.policy, "policy"),
-        sampling=Sampling(
-            samples_per_prompt=TUNE_SAMPLES,
-            max_new_tokens=config.max_new_tokens,
-            seed=config.seed,
-            dtype=config.dtype,
-        ),
+        TUNE_SAMPLES,
         show_samples=0,
-        progress=config.progress,
     )
     rates = result.win_rates["population"]
     routes: dict[str, Any] = {"ppo": {"candidates": {}}, "nash-md": {"candidates": {}}}

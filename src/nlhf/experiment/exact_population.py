@@ -1,6 +1,7 @@
-"""The exact population as the controls see it: its P on a prompt's completions, one criterion
-as a score judge, and the Bradley–Terry reward fitted to its exact P.
+"""The exact population: the one a run names, its P on a prompt's completions, and the judges
+of the controls (one criterion as a score judge, the Bradley–Terry reward fitted to its P).
 
+    population = load_population(config)                        # the run's annotators
     scores = criterion_scores(population, prompts, texts)       # (G, N) float64
     P = exact_matrix(population, prompt, texts)                  # (K, K), P + Pᵀ = 1 exactly
     judge = CriterionJudge(population.groups[0])                 # P = σ((s(a) − s(b))/T)
@@ -20,6 +21,7 @@ of y's place among the anchors, which is what RLHF with unlimited exact labels w
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,8 +29,19 @@ import torch
 from nlhf.errors import UserError
 from nlhf.experiment.analysis import antisymmetric, population_matrix
 from nlhf.models.judges import ScoreJudge
+from nlhf.models.judges.load import population_judge
 from nlhf.models.judges.population import AnnotatorGroup, PopulationJudge
 from nlhf.tabular import fit_bradley_terry
+
+
+def load_population(config: Any) -> PopulationJudge:
+    """The population ``config.population`` names; one that cannot be built is a user error."""
+    try:
+        return population_judge(config.population)
+    except UserError:
+        raise
+    except Exception as exc:  # a criterion that cannot be built (missing judge folder, …)
+        raise UserError(f"population {config.population!r}: {exc}") from None
 
 
 def criterion_scores(
