@@ -200,7 +200,7 @@ def test_bad_options_are_refused():
         Config(samples=2)
     with pytest.raises(ValueError, match="comparisons must be > 0"):
         Config(comparisons=0)
-    with pytest.raises(ValueError, match="annotators must be > 0"):
+    with pytest.raises(ValueError, match="annotators must be ≥ 1"):
         Config(annotators=0)
 
 

@@ -100,8 +100,6 @@ class Config(Presets):
     progress: bool = option(True, "show progress bars")
 
     def check(self) -> None:
-        for name in ("lora_r", "pm_rank", "tau", "ppo_lr", "ppo_kl_coef", "minutes"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
+        self.at_least(0, "lora_r", "pm_rank", "tau", "ppo_lr", "ppo_kl_coef", "minutes")
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must lie in [0, 1], got {self.beta}")

@@ -104,12 +104,11 @@ class Config(Presets):
     def check(self) -> None:
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must lie in [0, 1], got {self.beta}")
-        for name in ("tau", "ppo_lr", "ppo_epochs", "lora_r", "annotators"):
+        for name in ("tau", "ppo_lr"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("ppo_kl_coef", "pm_rank"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)}")
+        self.at_least(1, "ppo_epochs", "lora_r", "annotators")
+        self.at_least(0, "ppo_kl_coef", "pm_rank")
         for name in ("samples", "eval_samples"):
             value = getattr(self, name)
             if value is not None and value < 3:
