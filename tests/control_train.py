@@ -23,11 +23,11 @@ import torch
 import children
 from nlhf.config import build_config
 from nlhf.control import nash, ppo, routes
-from nlhf.control.rollout import build_trainer
+from nlhf.control.trainer import build_trainer
 
 SHARED = dict(steps=6, checkpoint_every=2, progress=False, tensorboard=False, seed=3)
 SETTINGS = {
-    "ppo": dict(n_envs=2, n_steps=32, minibatches=2, epochs=2),
+    "ppo": dict(n_envs=2, n_steps=32, mini_batches=2, epochs=2),
     "nash": dict(states=2, samples=2, opponents=1, length=10, epochs=2),
 }
 SETTINGS["rlhf"] = {**SETTINGS["ppo"], "budget": 40, "initial": 10, "chunk": 5, "segment": 10,
@@ -52,9 +52,9 @@ def make(name: str, out: str, overrides=()):
         return trainer, algorithm, config
     if name == "ppo":
         trainer = build_trainer(config)
-        return trainer, ppo.PPO(trainer, config), config
+        return trainer, ppo.ControlPPO(trainer, config), config
     trainer = build_trainer(config, critic=False)
-    return trainer, nash.NashMDPG(trainer, config, nash.return_preference), config
+    return trainer, nash.ControlNashMDPG(trainer, config, nash.return_preference), config
 
 
 def die_after_checkpoint(trainer, step: int) -> None:

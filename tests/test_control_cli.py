@@ -1,7 +1,9 @@
-"""The control commands (nlhf control train/eval/demo): a short run writes its policy, metrics
-and summary; eval writes returns with intervals and head-to-head win rates; the demo's report,
-plot and clips; without gymnasium every command fails with one line naming the extra."""
+"""The control commands (nlhf control train rlhf|nlhf, eval, demo): each route's --help lists
+every field of its config; a short run of each route writes its policy, metrics and summary;
+eval writes returns with intervals and head-to-head win rates; the demo's report, plot and
+clips; without gymnasium every command fails with one line naming the extra."""
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -13,10 +15,10 @@ import torch
 pytest.importorskip("gymnasium", reason="the control extra is not installed (nlhf[control])")
 
 from nlhf import cli
-from nlhf.control import demo
+from nlhf.control import demo, routes
 from nlhf.control.policy import ActingPolicy
 
-TINY = ["--steps", "2", "--budget", "20", "--initial", "10", "progress=false"]
+TINY = ["--budget", "20", "--initial", "10", "progress=false", "--no-tensorboard"]
 
 
 @pytest.fixture(autouse=True)
@@ -30,10 +32,23 @@ def one_thread():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("train")
-    args = ["control", "train", "--route", "nlhf", "--out", str(out), *TINY]
-    args += ["--trainer", "states=2,length=10,chunk=5,fit_epochs=2"]
+    args = ["control", "train", "nlhf", "--out", str(out), "--steps", "2", *TINY]
+    args += ["states=2", "length=10", "chunk=5", "fit_epochs=2"]
     assert cli.main(args) == 0
     return out
+
+
+@pytest.mark.parametrize(
+    ("route", "config"), [("rlhf", routes.RLHFConfig), ("nlhf", routes.NLHFConfig)]
+)
+def test_each_route_s_help_lists_every_field_of_its_config(route, config, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["control", "train", route, "--help"])
+    shown = capsys.readouterr().out
+    missing = [
+        f.name for f in dataclasses.fields(config) if f"--{f.name.replace('_', '-')} " not in shown
+    ]
+    assert not missing and len(dataclasses.fields(config)) > 50, missing
 
 
 def test_train_writes_the_policy_metrics_and_summary(trained, capsys):
@@ -45,11 +60,15 @@ def test_train_writes_the_policy_metrics_and_summary(trained, capsys):
     assert summary["wall_seconds"] > 0 and summary["agent_steps"] == 2 * 2 * 4 * 10
 
 
-def test_rlhf_route_runs_from_the_command_line(tmp_path):
-    args = ["control", "train", "--route", "rlhf", "--labeler", "mistake", "--out", str(tmp_path)]
-    args += [*TINY, "--trainer", "n_envs=2,n_steps=32,minibatches=2,segment=10,chunk=5"]
+def test_rlhf_route_runs_one_step_from_the_command_line(tmp_path):
+    args = ["control", "train", "rlhf", "--labeler", "mistake", "--out", str(tmp_path), *TINY]
+    args += ["--steps", "1", "--n-envs", "2", "n_steps=32", "mini_batches=2", "segment=10"]
+    args += ["chunk=5"]
     assert cli.main(args) == 0
-    assert json.loads((tmp_path / "summary.json").read_text())["labeler"] == "mistake"
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["route"] == "rlhf" and summary["labeler"] == "mistake"
+    assert summary["steps"] == 1 and summary["agent_steps"] == 2 * 32
+    assert ActingPolicy.load(tmp_path / "policy").n_actions == 2
 
 
 def test_eval_writes_returns_with_intervals_and_win_rates(trained, tmp_path):
@@ -99,16 +118,17 @@ def test_demo_report_plot_and_clip(trained, tmp_path):
     game = {"mean": 0.62, "low": 0.55, "high": 0.69, "n": 200}
     config = demo.Config(budget=20, labeler="population")
     text = demo.report(config, {"nlhf": {**row, "seconds": 3.0}}, {"nlhf vs rlhf": game})
-    assert "| nlhf | 20.0 | 18.0 – 22.0 | 20 | 2 | 3 |" in text
-    assert "under the population labeler" in text and "0.620 [0.550, 0.690]: NLHF's" in text
-    assert demo.verdict({**game, "low": 0.45}).startswith("no significant difference")
-    assert demo.verdict({"mean": 0.3, "low": 0.2, "high": 0.4}) == "RLHF's policy wins"
+    assert "| nlhf | 20.0 [18.0, 22.0] | 20 | 2 | 3 |" in text
+    assert "under the population labeler" in text
+    assert "P(NLHF ≻ RLHF) = 0.620 [0.550, 0.690]: **NLHF beats RLHF**." in text
+    tied = demo.report(config, {}, {"nlhf vs rlhf": {**game, "low": 0.45}})
+    assert "0.620 [0.450, 0.690]: no significant difference (the interval contains ½)" in tied
 
 
-@pytest.mark.parametrize("command", ["train", "eval", "demo"])
+@pytest.mark.parametrize("command", ["train rlhf", "train nlhf", "eval", "demo"])
 def test_without_gymnasium_each_command_names_the_extra(monkeypatch, capsys, command):
     monkeypatch.setitem(sys.modules, "gymnasium", None)  # import gymnasium now fails
-    args = ["control", command] + (["--policies", "x"] if command == "eval" else [])
+    args = ["control", *command.split()] + (["--policies", "x"] if command == "eval" else [])
     assert cli.main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install 'nlhf[control]'" in err, err
@@ -117,13 +137,13 @@ def test_without_gymnasium_each_command_names_the_extra(monkeypatch, capsys, com
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--trainer", "nope=1"], "--trainer: unknown field 'nope' for RLHFConfig"),
+        (["nope=1"], "unknown field 'nope' for RLHFConfig"),
         (["--labeler", "human"], "labeler=human needs db"),
         (["--labeler-options", "mistake"], "'mistake' is not key=value"),
     ],
 )
 def test_bad_options_are_one_line_errors(tmp_path, capsys, args, needle):
-    assert cli.main(["control", "train", "--out", str(tmp_path), *args]) == 2
+    assert cli.main(["control", "train", "rlhf", "--out", str(tmp_path), *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err, err
 

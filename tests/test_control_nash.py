@@ -1,7 +1,7 @@
-"""Nash-MD-PG for acting policies (nlhf.control.nash): the per-step weights are the project's
-Nash-MD-PG estimator; a step's preferences, baseline, weights and loss match a hand
-computation; self-play scores in-group win rates; one step moves every actor weight; a
-SIGKILLed run resumes bit for bit; the true-return preference alone teaches CartPole."""
+"""Nash-MD-PG for acting policies (nlhf.control.nash): a step's preferences, baseline, per-step
+weights (nlhf.losses.nash_md_pg_weights) and loss match a hand computation; self-play scores
+in-group win rates; one step moves every actor weight; a SIGKILLed run resumes bit for bit;
+the true-return preference alone teaches CartPole."""
 
 import math
 
@@ -13,8 +13,8 @@ pytest.importorskip("gymnasium", reason="the control extra is not installed (nlh
 import control_train
 from nlhf.config import ConfigError
 from nlhf.control import nash
-from nlhf.control.rollout import Rollout, build_trainer
-from nlhf.losses import nash_md_pg_loss
+from nlhf.control.rollout import ControlRollout
+from nlhf.control.trainer import build_trainer
 from online_harness import assert_identical, metrics, saved_tensors
 
 LOG_PI = math.log(0.5)  # the uniform policy of the hand-worked tests
@@ -29,28 +29,13 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def test_step_weights_are_the_nash_md_pg_estimator_with_an_explicit_advantage():
-    g = torch.Generator().manual_seed(0)
-    logits = torch.randn(3, 5, requires_grad=True, generator=g)
-    logprobs = torch.nn.functional.logsigmoid(logits)
-    ref = torch.randn(3, 5, generator=g) - 1
-    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]]).bool()
-    preference = torch.tensor([0.9, 0.2, 0.5])
-    weights = nash._step_weights(preference - 0.5, logprobs, ref, mask, tau=0.1)
-    mine = -(weights * logprobs).sum() / len(mask)
-    (grad_mine,) = torch.autograd.grad(mine, logits, retain_graph=True)
-    reference = nash_md_pg_loss(logprobs, ref, mask, preference, tau=0.1)
-    (grad_reference,) = torch.autograd.grad(reference, logits)
-    torch.testing.assert_close(grad_mine, grad_reference)
-
-
 def tiny(tmp_path, **fields):
-    """A NashMDPG on CartPole with π uniform (zero output layer) and μ = (0.8, 0.2)."""
+    """A ControlNashMDPG on CartPole with π uniform (zero output layer) and μ = (0.8, 0.2)."""
     values = dict(out=str(tmp_path), steps=1, states=1, samples=2, opponents=1, length=3,
                   tau=0.1, epochs=1, progress=False, tensorboard=False)  # fmt: skip
     config = nash.Config(**{**values, **fields})
     trainer = build_trainer(config, critic=False)
-    algorithm = nash.NashMDPG(trainer, config, nash.return_preference)
+    algorithm = nash.ControlNashMDPG(trainer, config, nash.return_preference)
     with torch.no_grad():
         for model, bias in ((algorithm.policy, torch.zeros(2)), (algorithm.reference, LOG_MU)):
             model.actor[-1].weight.zero_()
@@ -58,13 +43,13 @@ def tiny(tmp_path, **fields):
     return trainer, algorithm
 
 
-def hand_rollout(actions, rewards, dones) -> Rollout:
+def hand_rollout(actions, rewards, dones) -> ControlRollout:
     """3 steps of len(actions) copies played by the uniform π."""
     actions, rewards = torch.tensor(actions).T, torch.tensor(rewards, dtype=torch.float32).T
     dones = torch.tensor(dones).T
     t, n = actions.shape
     ends = {(int(a), int(b)): torch.full((4,), 0.5) for a, b in torch.nonzero(dones)}
-    return Rollout(
+    return ControlRollout(
         obs=torch.zeros(t, n, 4), actions=actions, logprobs=torch.full((t, n), LOG_PI),
         values=torch.zeros(t, n), rewards=rewards, dones=dones,
         episodes=torch.zeros(t, n, dtype=torch.long), next_obs=torch.zeros(n, 4), final_obs=ends,
@@ -79,7 +64,7 @@ def test_one_step_by_hand(tmp_path):
         rewards=[[1, 1, 1], [1, 1, 0], [1, 1, 1]],
         dones=[[False] * 3, [False, True, False], [False] * 3],
     )
-    batch, logged = algorithm.judge(rollout)
+    batch, logged = algorithm.weigh(rollout)
     # returns 3, 2 against 3: P = σ(0) = 0.5 and σ(−1) = 0.268941; the leave-one-out
     # baseline of each is the other's P, so A = ±0.231059.
     a = 0.5 - 1 / (1 + math.e)
@@ -105,7 +90,7 @@ def test_self_play_scores_in_group_win_rates(tmp_path):
         rewards=[[1, 1, 1], [1, 1, 0], [1, 0, 0]],
         dones=[[False] * 3, [False, True, False], [True, False, False]],
     )
-    batch, _ = algorithm.judge(rollout)
+    batch, _ = algorithm.weigh(rollout)
     s = torch.sigmoid(torch.tensor([1.0, 2.0]))  # returns 3, 2, 1: σ(ΔR) of each pair
     win = torch.stack([(s[0] + s[1]) / 2, ((1 - s[0]) + s[0]) / 2, ((1 - s[1]) + (1 - s[0])) / 2])
     expected = (win - 0.5)[:, None] * batch.mask

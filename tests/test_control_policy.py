@@ -1,31 +1,27 @@
-"""Acting policies (nlhf.control.policy): the per-step geometric mixture is exactly the
-normalized π^(1−β)·μ^β; CleanRL's initialization; save/load round trip into an atomic folder;
-the core trains the actor (and the critic unless frozen)."""
+"""Acting policies (nlhf.control.policy): evaluate gives the log-probabilities of taken actions
+and the entropy, worked by hand; CleanRL's initialization; save/load round trip into an atomic
+folder; the core trains the actor (and the critic unless frozen)."""
 
 import json
+import math
 
 import pytest
 import torch
 
-from nlhf.control.policy import ActingPolicy, mixture_logits
+from nlhf.control.policy import ActingPolicy
 from nlhf.errors import UserError
 
 
-@pytest.mark.parametrize("beta", [0.0, 0.125, 0.5, 1.0])
-def test_mixture_is_the_normalized_geometric_product(beta):
-    g = torch.Generator().manual_seed(0)
-    logits_pi = torch.randn(5, 4, generator=g, dtype=torch.float64) * 3
-    logits_mu = torch.randn(5, 4, generator=g, dtype=torch.float64)
-    pi, mu = logits_pi.softmax(-1), logits_mu.softmax(-1)
-    product = pi ** (1 - beta) * mu**beta
-    expected = product / product.sum(-1, keepdim=True)
-    got = mixture_logits(logits_pi, logits_mu, beta).softmax(-1)
-    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
-
-
-def test_mixture_refuses_beta_outside_the_unit_interval():
-    with pytest.raises(ValueError, match="beta"):
-        mixture_logits(torch.zeros(2), torch.zeros(2), 1.5)
+def test_evaluate_gives_the_taken_actions_log_probability_and_the_entropy():
+    policy = ActingPolicy(4, 2)
+    with torch.no_grad():  # π = (¼, ¾) in every state
+        policy.actor[-1].weight.zero_()
+        policy.actor[-1].bias.copy_(torch.log(torch.tensor([1.0, 3.0])))
+    logprobs, entropy = policy.evaluate(torch.randn(2, 3, 4), torch.tensor([[0, 1, 1], [1, 0, 0]]))
+    quarter, three = math.log(0.25), math.log(0.75)
+    expected = torch.tensor([[quarter, three, three], [three, quarter, quarter]])
+    torch.testing.assert_close(logprobs, expected)
+    torch.testing.assert_close(entropy, torch.full((2, 3), -(0.25 * quarter + 0.75 * three)))
 
 
 def test_init_is_orthogonal_with_cleanrl_gains():

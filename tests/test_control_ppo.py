@@ -1,7 +1,9 @@
-"""PPO for acting policies (nlhf.control.ppo): GAE over streams with episode ends, worked by
-hand; one step moves every weight and logs the documented metrics; a learned reward replaces
-the game's; a SIGKILLed run resumes to bit-identical weights; CartPole improves in seconds."""
+"""PPO for acting policies (nlhf.control.ppo): its fields mean what the LM PPO's fields of the
+same name mean; one step moves every weight and logs the documented metrics; a learned reward
+replaces the game's; a SIGKILLed run resumes to bit-identical weights; CartPole improves in
+seconds.  (GAE over episode streams is tested with nlhf.losses.)"""
 
+import dataclasses
 import math
 
 import pytest
@@ -12,8 +14,7 @@ pytest.importorskip("gymnasium", reason="the control extra is not installed (nlh
 import control_train
 from nlhf.config import ConfigError
 from nlhf.control import ppo
-from nlhf.control.rollout import build_trainer
-from nlhf.losses import gae
+from nlhf.control.trainer import build_trainer
 from online_harness import assert_identical, metrics, saved_tensors
 
 DOCUMENTED = {
@@ -31,33 +32,45 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def test_stream_gae_by_hand():
-    # γ = 0.9, λ = 0.8; step 1 ends its episode, so step 2 starts another one.
-    # t=2: δ = 1 + 0.9·2 − 0.5 = 2.3 = A₂;   t=1 (done): δ = 1 − 0.5 = 0.5 = A₁;
-    # t=0: δ = 1 + 0.9·0.5 − 0.5 = 0.95, A₀ = 0.95 + 0.9·0.8·0.5 = 1.31
-    rewards, values = torch.ones(3, 1), torch.full((3, 1), 0.5)
-    dones = torch.tensor([[False], [True], [False]])
-    adv, ret = ppo.stream_gae(rewards, values, dones, torch.tensor([2.0]), 0.9, 0.8)
-    torch.testing.assert_close(adv.flatten(), torch.tensor([1.31, 0.5, 2.3]))
-    torch.testing.assert_close(ret, adv + values)
-
-
-def test_stream_gae_of_one_whole_episode_is_the_sequence_gae():
-    g = torch.Generator().manual_seed(0)
-    rewards, values = torch.randn(7, 1, generator=g), torch.randn(7, 1, generator=g)
-    dones = torch.zeros(7, 1, dtype=torch.bool)
-    dones[-1] = True
-    adv, _ = ppo.stream_gae(rewards, values, dones, torch.tensor([9.0]), 0.99, 0.95)
-    expected, _ = gae(rewards.T, values.T, torch.ones(1, 7, dtype=torch.bool), 0.99, 0.95)
-    torch.testing.assert_close(adv.T, expected)
-
-
 @pytest.mark.parametrize(
-    ("field", "value"), [("n_envs", 0), ("minibatches", 3), ("clip", 0.0), ("gamma", 1.5)]
+    ("field", "value"), [("n_envs", 0), ("mini_batches", 3), ("clip", 0.0), ("gamma", 1.5)]
 )
 def test_config_refuses_bad_values(field, value):
     with pytest.raises(ConfigError, match=field):
         ppo.Config(**{field: value})
+
+
+#: What a field of both PPO configs must say in its help on both sides (the same meaning).
+SHARED_MEANING = {
+    "clip": "clip",
+    "epochs": "passes",
+    "mini_batches": "mini-batches",
+    "target_kl": "stop",
+    "gamma": "discount",
+    "lam": "λ",
+    "lr": "learning rate",
+    "schedule": "learning-rate",
+    "grad_clip": "gradient norm",
+    "checkpoint_every": "checkpoint",
+    "steps": "steps",
+    "time_limit": "minutes",
+    "vf_coef": "value loss",
+    "out": "output folder",
+}
+
+
+def test_a_field_both_ppo_configs_have_means_the_same_on_both_sides():
+    from nlhf.train import ppo as lm_ppo
+
+    def helps(cls):
+        return {f.name: f.metadata["help"] for f in dataclasses.fields(cls)}
+
+    mine, theirs = helps(ppo.Config), helps(lm_ppo.Config)
+    differ = {name for name in mine.keys() & theirs.keys() if mine[name] != theirs[name]}
+    assert differ <= SHARED_MEANING.keys(), differ - SHARED_MEANING.keys()
+    for name in differ:
+        word = SHARED_MEANING[name]
+        assert word in mine[name].lower() and word in theirs[name].lower(), (name, word)
 
 
 def test_one_step_moves_every_weight_and_logs_the_documented_metrics(tmp_path):
@@ -83,11 +96,11 @@ def test_a_learned_reward_replaces_the_game_reward_normalized(tmp_path):
         return 3.0 - obs[:, 2].abs() * 10  # any per-step r̂(s, a)
 
     config = ppo.Config(
-        out=str(tmp_path), steps=2, n_envs=2, n_steps=16, minibatches=2, progress=False,
+        out=str(tmp_path), steps=2, n_envs=2, n_steps=16, mini_batches=2, progress=False,
         tensorboard=False,
     )  # fmt: skip
     trainer = build_trainer(config)
-    algorithm = ppo.PPO(trainer, config, reward_fn)
+    algorithm = ppo.ControlPPO(trainer, config, reward_fn)
     trainer.run(algorithm, "control-ppo")
     assert seen == [(torch.Size([32, 4]), torch.Size([32]))] * 2
     assert algorithm.moments.count == 64

@@ -1,6 +1,7 @@
-"""The preference routes (nlhf.control.routes): segments continue in the end state and skip a
-time limit; each route lifts CartPole above its initial policy from oracle labels in seconds;
-people answer through the labeling database; a SIGKILLed run resumes bit for bit."""
+"""The preference routes (nlhf.control.routes) and their labelling (nlhf.control.labelling):
+segments continue in the end state and skip a time limit; each route lifts CartPole above its
+initial policy from oracle labels in seconds; people answer through the labeling database; a
+SIGKILLed run resumes bit for bit."""
 
 import threading
 
@@ -13,7 +14,8 @@ pytest.importorskip("gymnasium", reason="the control extra is not installed (nlh
 import control_train
 from nlhf.config import ConfigError, build_config
 from nlhf.control import routes
-from nlhf.control.rollout import Episode, Rollout
+from nlhf.control.labelling import windows
+from nlhf.control.rollout import ControlRollout, Episode
 from online_harness import assert_identical, metrics, saved_tensors
 
 FAST = dict(progress=False, tensorboard=False, checkpoint_every=1000)
@@ -32,13 +34,13 @@ def test_windows_continue_an_ended_episode_and_skip_a_time_limit():
     dones = torch.tensor([[False, False], [True, False], [False, True], [False, False]])
     episodes = torch.tensor([[0, 1], [0, 1], [2, 1], [2, 3]])
     obs = torch.arange(16, dtype=torch.float32).reshape(4, 2, 2)
-    rollout = Rollout(
+    rollout = ControlRollout(
         obs=obs, actions=torch.ones(4, 2, dtype=torch.long), logprobs=torch.zeros(4, 2),
         values=torch.zeros(4, 2), rewards=torch.ones(4, 2), dones=dones, episodes=episodes,
         next_obs=torch.zeros(2, 2), finished=[Episode(0, 0, 2.0, 2), Episode(1, 1, 3.0, 3)],
         final_obs={(1, 0): torch.tensor([-1.0, -2.0]), (2, 1): torch.tensor([-3.0, -4.0])},
     )  # fmt: skip
-    segments, ended = routes.windows(rollout, 3, 1, max_steps=3)
+    segments, ended = windows(rollout, 3, 1, max_steps=3)
     # copy 0: start 0 ends at t=1 → padded; start 1 too; starts 2, 3 run past the rollout
     # copy 1: starts 0–2 meet the time limit, start 3 runs past the end
     assert [(s.episode, s.start) for s in segments] == [(0, 0), (0, 1)] and ended == [True, True]
@@ -61,19 +63,20 @@ def test_config_checks_labeling_fields_before_training():
 @pytest.mark.parametrize("route", [routes.RLHFConfig, routes.NLHFConfig], ids=["rlhf", "nlhf"])
 def test_the_initial_labels_come_from_initial_play_steps_of_the_initial_policy(tmp_path, route):
     cfg = route(out=str(tmp_path), steps=1, budget=60, initial=60, initial_play=3000, **FAST)
-    _, algorithm = routes.build(cfg)
-    collect, calls = algorithm.runner.collect, []
+    _, built = routes.build(cfg)
+    runner = built.algorithm.runner
+    collect, calls = runner.collect, []
 
     def counted(*args, **kwargs):
         rollout = collect(*args, **kwargs)
         calls.append(rollout.actions.numel())
         return rollout
 
-    algorithm.runner.collect = counted
-    algorithm.before_training()
+    runner.collect = counted
+    built.before_training()
     assert sum(calls[:-1]) < 3000 <= sum(calls)  # rollouts until 3,000 agent steps, no more
-    assert len(calls) >= 2 and algorithm.labelling.buffer.added == 60
-    algorithm.runner.close()
+    assert len(calls) >= 2 and built.labelling.buffer.added == 60
+    runner.close()
 
 
 @pytest.mark.parametrize("route", [routes.RLHFConfig, routes.NLHFConfig], ids=["rlhf", "nlhf"])
@@ -81,9 +84,9 @@ def test_the_route_builds_its_judge_with_or_without_the_actions(tmp_path, route)
     seen = {}
     for choice in ("auto", "no"):
         cfg = route(judge_actions=choice, out=str(tmp_path / choice), steps=1, **FAST)
-        _, algorithm = routes.build(cfg)
-        seen[choice] = algorithm.labelling.judge.n_actions
-        algorithm.runner.close()
+        _, built = routes.build(cfg)
+        seen[choice] = built.labelling.judge.n_actions
+        built.algorithm.runner.close()
     assert seen == {"auto": 2, "no": 0}  # CartPole's two actions, one-hot, or none
 
 

@@ -108,6 +108,36 @@ def test_gae_matches_the_definition(gamma, lam):
         torch.testing.assert_close(ret[0], rewards[0].flip(0).cumsum(0).flip(0))
 
 
+def test_gae_over_streams_cuts_the_recursion_at_an_episode_end():
+    # γ = 0.9, λ = 0.8; step 1 ends its episode, so step 2 starts another one.
+    # t=2: δ = 1 + 0.9·2 − 0.5 = 2.3 = A₂;   t=1 (done): δ = 1 − 0.5 = 0.5 = A₁;
+    # t=0: δ = 1 + 0.9·0.5 − 0.5 = 0.95, A₀ = 0.95 + 0.9·0.8·0.5 = 1.31
+    rewards, values = torch.ones(1, 3), torch.full((1, 3), 0.5)
+    dones = torch.tensor([[False, True, False]])
+    adv, ret = L.gae(rewards, values, None, 0.9, 0.8, dones, next_value=torch.tensor([2.0]))
+    torch.testing.assert_close(adv, torch.tensor([[1.31, 0.5, 2.3]]))
+    torch.testing.assert_close(ret, adv + values)
+
+
+def test_gae_of_a_stream_holding_one_whole_episode_is_the_sequence_gae():
+    g = torch.Generator().manual_seed(0)
+    rewards, values = torch.randn(1, 7, generator=g), torch.randn(1, 7, generator=g)
+    dones = torch.zeros(1, 7, dtype=torch.bool)
+    dones[0, -1] = True
+    stream, _ = L.gae(rewards, values, None, 0.99, 0.95, dones, next_value=torch.tensor([9.0]))
+    sequence, _ = L.gae(rewards, values, torch.ones(1, 7, dtype=torch.bool), 0.99, 0.95)
+    torch.testing.assert_close(stream, sequence)
+
+
+def test_explained_variance_over_the_masked_in_entries():
+    returns = torch.tensor([[1.0, 2.0, 3.0, 4.0, 99.0]])
+    values = torch.tensor([[1.0, 2.0, 3.0, 2.0, -99.0]])
+    mask = torch.tensor([[True, True, True, True, False]])
+    # Var[R] = 1.25 and Var[R − V] = Var[0, 0, 0, 2] = 0.75 over the four real entries
+    assert L.explained_variance(values, returns, mask) == pytest.approx(1 - 0.75 / 1.25)
+    assert L.explained_variance(values, torch.ones(1, 5), mask) == 0.0  # constant returns
+
+
 def test_ppo_policy_loss_clips():
     old = torch.zeros(1, 3)
     new = torch.log(torch.tensor([[1.5, 0.5, 1.1]]))

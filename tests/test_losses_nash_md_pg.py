@@ -11,7 +11,7 @@ import itertools
 import pytest
 import torch
 
-from nlhf.losses import masked_sum, nash_md_pg_loss
+from nlhf.losses import masked_sum, nash_md_pg_loss, nash_md_pg_weights
 
 V, T, TAU = 3, 3, 0.3
 
@@ -172,3 +172,13 @@ def test_loss_value_and_masking():
     expected = -((0.4 - 0.1 * 0.5) * -1.0 + (0.4 - 0.0) * -2.0)
     assert loss.item() == pytest.approx(expected)
     torch.testing.assert_close(logprobs.grad, torch.tensor([[-(0.4 - 0.05), -0.4, 0.0]]))
+
+
+def test_the_per_token_weights_are_the_advantage_minus_tau_times_the_kl_to_go():
+    logprobs = torch.tensor([[-1.0, -2.0, -3.0], [-0.5, -1.0, -1.0]])
+    ref = torch.tensor([[-1.5, -2.0, -2.0], [-1.0, -2.0, -9.0]])
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    weights = nash_md_pg_weights(torch.tensor([0.4, -0.2]), logprobs, ref, mask, tau=0.1)
+    # k = log π − log μ: row 0 (0.5, 0, −1), KL to go (−0.5, −1, −1); row 1 (0.5, 1), (1.5, 1)
+    expected = torch.tensor([[0.4 + 0.05, 0.4 + 0.1, 0.4 + 0.1], [-0.2 - 0.15, -0.2 - 0.1, 0.0]])
+    torch.testing.assert_close(weights, expected)

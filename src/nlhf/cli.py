@@ -202,10 +202,21 @@ COMMANDS: dict[str, Command | CommandGroup] = {
         "Preference-based control in gymnasium games (pip install 'nlhf[control]'): RLHF and "
         "NLHF routes from segment labels, their evaluation and a CartPole demo.",
         {
-            "train": Command(
-                "nlhf.control.train_cli",
+            "train": CommandGroup(
                 "Train a policy from segment labels (oracle, B-Pref teachers, a population or "
-                "people): RLHF = reward model + PPO, NLHF = preference model + Nash-MD-PG.",
+                "people) by one of the two routes.",
+                {
+                    "rlhf": Command(
+                        "nlhf.control.train_cli",
+                        "RLHF: a Bradley–Terry reward model of segments, PPO on its r̂.",
+                        config="RLHFConfig",
+                    ),
+                    "nlhf": Command(
+                        "nlhf.control.train_cli",
+                        "NLHF: a preference model of segments, Nash-MD-PG against it.",
+                        config="NLHFConfig",
+                    ),
+                },
             ),
             "eval": Command(
                 "nlhf.control.eval_cli",

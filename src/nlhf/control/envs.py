@@ -54,6 +54,14 @@ def is_minatar(env_id: str) -> bool:
     return env_id.startswith("MinAtar/")
 
 
+def segment_length(env_id: str, length: int = 0) -> int:
+    """``length``, or when it is 0 the steps of a labelled segment on ``env_id``: 25 on Atari
+    and MinAtar (Christiano et al.'s 1–2 s clips), else 50."""
+    if length:
+        return length
+    return 25 if is_atari(env_id) or is_minatar(env_id) else 50
+
+
 class PongFeatures:
     """Pong's RAM as 6 numbers in about [-1, 1]: both paddles, the ball and its motion."""
 

@@ -4,18 +4,20 @@ preference P(σ ≻ σ′) over segments, no reward model.
     algorithm, last = train(Config(env="CartPole-v1"), prefer=return_preference)
     algorithm, last = train(Config(beta=0.0), prefer=model)     # self-play (SPO's corner)
 
-Each core step (:meth:`NashMDPG.update`), for ``states`` groups of game copies:
+Each core step (:meth:`ControlNashMDPG.update`), for ``states`` groups of game copies:
 
 1. start states: each group's driver copy (which plays π on and on) is copied onto the
    group's other copies (ALE ``cloneState``, or the physics state and its RNG);
 2. continuations: ``length`` steps of π on ``samples`` copies (the driver one of them) and of
-   the opponent π_β (per-step geometric mixture, logits (1 − β)·π + β·μ, μ the frozen initial
-   policy) on ``opponents`` copies; a segment ends with its episode;
-3. preferences: ``prefer(a, b)`` → P(σ_a ≻ σ_b) for every π segment against each opponent
-   segment of its state; advantage A = P̄ − baseline; with β = 0 every copy plays π and A is
-   its in-group win rate − ½ (SPO: Swamy et al. 2024);
+   the opponent π_β (the per-step geometric mixture π^(1−β)·μ^β of
+   :func:`nlhf.models.mixture.mixture_logits`, μ the frozen initial policy) on ``opponents``
+   copies; a segment ends with its episode (1–2 are ``play``, kept as ``last_rollout``);
+3. preferences (``weigh``): ``prefer(a, b)`` → P(σ_a ≻ σ_b) for every π segment against each
+   opponent segment of its state; advantage A = P̄ − baseline; with β = 0 every copy plays π
+   and A is its in-group win rate − ½ (SPO: Swamy et al. 2024);
 4. ``epochs`` passes of PPO-clipped steps on the per-step weights A − τ·(KL to μ of the rest
-   of the segment) (one pass: the plain Nash-MD-PG step of Munos et al. 2023).
+   of the segment), :func:`nlhf.losses.nash_md_pg_weights` (one pass: the plain Nash-MD-PG
+   step of Munos et al. 2023).
 
 Logged: ``win_rate`` (mean P̄; ½ under self-play), ``kl`` (Σ log π/μ per segment),
 ``segment_return``/``opponent_return`` (true), ``episode_return`` (the drivers' last 20).
@@ -33,19 +35,18 @@ import numpy as np
 import torch
 
 from nlhf.config import ConfigError, option
-from nlhf.control.envs import is_atari, is_minatar
-from nlhf.control.policy import ActingPolicy, mixture_logits
-from nlhf.control.rollout import (
-    ControlFields,
-    ReturnWindow,
-    Rollout,
-    Runner,
-    build_trainer,
-    check_fits,
-    finite,
-)
+from nlhf.control.envs import segment_length
+from nlhf.control.policy import ActingPolicy
+from nlhf.control.rollout import ControlRollout, Runner, check_env_fits
 from nlhf.control.segments import SegmentBatch
-from nlhf.losses import leave_one_out_win_rates, masked_mean, ppo_policy_loss, suffix_sum
+from nlhf.control.trainer import ControlFields, ReturnWindow, build_trainer, finite
+from nlhf.losses import (
+    leave_one_out_win_rates,
+    masked_mean,
+    nash_md_pg_weights,
+    ppo_policy_loss,
+)
+from nlhf.models.mixture import mixture_logits
 from nlhf.train.core import Algorithm, Trainer
 
 Prefer = Callable[[SegmentBatch, SegmentBatch], torch.Tensor]
@@ -86,8 +87,7 @@ class Config(ControlFields):
     epochs: int = option(4, "PPO-clipped passes over each step's segments (1: the plain PG step)")
     clip: float = option(0.2, "clip ε of the probability ratio in passes after the first")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         for name in ("states", "samples", "epochs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -105,9 +105,7 @@ class Config(ControlFields):
             raise ConfigError(f"tau must be ≥ 0 and clip > 0, got {self.tau}, {self.clip}")
 
     def segment_length(self) -> int:
-        if self.length:
-            return self.length
-        return 25 if is_atari(self.env) or is_minatar(self.env) else 50
+        return segment_length(self.env, self.length)
 
 
 @dataclass
@@ -137,7 +135,7 @@ def return_preference(a: SegmentBatch, b: SegmentBatch) -> torch.Tensor:
     return torch.sigmoid(a.rewards.sum(-1) - b.rewards.sum(-1))
 
 
-def segments_of(rollout: Rollout, copies: list[int]) -> Continuations:
+def segments_of(rollout: ControlRollout, copies: list[int]) -> Continuations:
     """The continuation of each copy in ``copies``, cut at the end of its episode."""
     dones = rollout.dones[:, copies].T  # [B, L]
     ended_before = torch.cumsum(dones.long(), 1) - dones.long()
@@ -153,20 +151,6 @@ def segments_of(rollout: Rollout, copies: list[int]) -> Continuations:
             actions[row, t + 1 :] = 0
             rewards[row, t + 1 :] = 0.0
     return Continuations(obs=obs, actions=actions, rewards=rewards, mask=mask)
-
-
-def _step_weights(
-    advantages: torch.Tensor,
-    logprobs: torch.Tensor,
-    ref_logprobs: torch.Tensor,
-    mask: torch.Tensor,
-    tau: float,
-) -> torch.Tensor:
-    """Per-step weights of ∇log π(a_t | s_t): A − τ·Σ_{s≥t} (log π − log μ)(a_s | s_s), zero
-    off the mask ([B] advantages, [B, L] the rest); the Nash-MD-PG estimator of
-    :func:`nlhf.losses.nash_md_pg_loss` with an explicit advantage instead of P − ½."""
-    kl_to_go = suffix_sum(logprobs.detach() - ref_logprobs.detach(), mask)
-    return (advantages.detach()[:, None] - tau * kl_to_go) * mask
 
 
 def _advantages(p: torch.Tensor, baseline: str) -> torch.Tensor:
@@ -189,10 +173,12 @@ class Segments:
     weight: float = 1.0
 
 
-class NashMDPG(Algorithm):
-    """``update`` = branch, continue, judge, then the policy-gradient passes."""
+class ControlNashMDPG(Algorithm):
+    """``update`` = branch, continue, weigh, then the policy-gradient passes."""
 
     config: Config
+    last_rollout: ControlRollout | None = None
+    """The rollout of the last ``update`` (what a route labels segments of)."""
 
     def __init__(self, trainer: Trainer, config: Config, prefer: Prefer) -> None:
         super().__init__(trainer, config)
@@ -207,7 +193,7 @@ class NashMDPG(Algorithm):
             sticky=config.sticky,
             features=config.features,
         )
-        check_fits(self.policy, self.runner)
+        check_env_fits(self.policy, self.runner)
         self.window = ReturnWindow()
 
     # ------------------------------------------------------------------ layout
@@ -241,6 +227,11 @@ class NashMDPG(Algorithm):
             for i in range(driver + 1, driver + self.group):
                 self.runner.restore(i, snap)
 
+    def play(self) -> ControlRollout:
+        """1.–2. Branch, then ``length`` steps of every copy (π or the opponent π_β)."""
+        self.branch()
+        return self.runner.collect(self.act, self.config.segment_length(), self.policy.device)
+
     def preferences(
         self, mine: Continuations, theirs: Continuations
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -267,7 +258,7 @@ class NashMDPG(Algorithm):
         return mean_p, _advantages(mean_p, self.config.baseline)
 
     @torch.no_grad()
-    def judge(self, rollout: Rollout) -> tuple[Segments, dict[str, float]]:
+    def weigh(self, rollout: ControlRollout) -> tuple[Segments, dict[str, float]]:
         """3. Preferences, advantages and per-step weights of the learners' continuations."""
         learners, opponents = self.copies("learner"), self.copies("opponent")
         mine = segments_of(rollout, learners)
@@ -276,9 +267,8 @@ class NashMDPG(Algorithm):
         device = self.policy.device
         obs, actions, mask = mine.obs.to(device), mine.actions.to(device), mine.mask.to(device)
         logprobs = rollout.logprobs[:, learners].T.to(device)
-        ref = torch.log_softmax(self.reference.logits(obs), -1)
-        ref_logprobs = ref.gather(-1, actions[..., None]).squeeze(-1)
-        weights = _step_weights(
+        ref_logprobs, _ = self.reference.evaluate(obs, actions)
+        weights = nash_md_pg_weights(
             advantages.reshape(-1).to(device), logprobs, ref_logprobs, mask, self.config.tau
         )
         metrics = {
@@ -301,12 +291,11 @@ class NashMDPG(Algorithm):
     def loss(self, batch: Segments, step: int) -> tuple[torch.Tensor, dict[str, float]]:
         """The clipped surrogate of the per-step weights (its gradient at the rollout's
         policy is −mean_t weight_t·∇log π(a_t | s_t) over the segments' steps)."""
-        logp_all = torch.log_softmax(self.policy.logits(batch.obs), -1)
-        logprobs = logp_all.gather(-1, batch.actions[..., None]).squeeze(-1)
+        logprobs, entropy = self.policy.evaluate(batch.obs, batch.actions)
         loss, stats = ppo_policy_loss(
             logprobs, batch.logprobs, batch.weights, batch.mask, self.config.clip
         )
-        entropy = masked_mean(-(logp_all.exp() * logp_all).sum(-1), batch.mask)
+        entropy = masked_mean(entropy, batch.mask)
         return loss, {
             "entropy": float(entropy.detach()),
             **{k: float(v) for k, v in stats.items()},
@@ -315,11 +304,10 @@ class NashMDPG(Algorithm):
     def update(self, chunks: list[Any], step: int) -> dict[str, float]:
         cfg = self.config
         t0 = time.perf_counter()
-        self.branch()
-        rollout = self.runner.collect(self.act, cfg.segment_length(), self.policy.device)
+        rollout = self.last_rollout = self.play()
         drivers = set(self.copies("driver"))
         self.window.add([e for e in rollout.finished if e.env in drivers])
-        batch, metrics = self.judge(rollout)
+        batch, metrics = self.weigh(rollout)
         t1 = time.perf_counter()
         rows = [
             self.trainer.gradient_step(lambda b: self.loss(b, step), [batch])
@@ -354,11 +342,11 @@ class NashMDPG(Algorithm):
 
 def train(
     config: Config, prefer: Prefer, policy: ActingPolicy | None = None
-) -> tuple[NashMDPG, dict[str, float]]:
+) -> tuple[ControlNashMDPG, dict[str, float]]:
     """Train to ``config.steps`` (resuming from ``<out>/checkpoints``) against ``prefer``; the
     policy is saved to ``<out>/policy`` (the critic untouched: Nash-MD-PG needs no values)."""
     trainer = build_trainer(config, policy, critic=False)
-    algorithm = NashMDPG(trainer, config, prefer)
+    algorithm = ControlNashMDPG(trainer, config, prefer)
     last = trainer.run(algorithm, "control-nash")
     algorithm.runner.close()
     return algorithm, last

@@ -2,15 +2,15 @@
 
     policy = ActingPolicy(obs_dim=4, n_actions=2)          # seeded by torch's global RNG
     logits, values = policy.logits(obs), policy.value(obs)
-    opponent = mixture_logits(policy.logits(obs), reference.logits(obs), beta=0.125)
+    logprobs, entropy = policy.evaluate(obs, actions)      # of taken actions, of π(· | s)
     policy.save("runs/x/policy"); same = ActingPolicy.load("runs/x/policy")
     trainer = Trainer(config, policy.trainable(), steps, batches)   # nlhf.train.core
 
 1. actor and critic are separate MLPs (``hidden`` tanh layers, 64-64 by default) with
    orthogonal weights, gain √2 in the hidden layers, 0.01 on the actor's output and 1 on the
    critic's, zero biases (CleanRL's PPO initialization);
-2. :func:`mixture_logits` is the per-step geometric mixture: its softmax is the normalized
-   π^(1−β)·μ^β, the Nash-MD opponent π_β at one state;
+2. ``evaluate`` (:func:`evaluate_logits` for logits from elsewhere, e.g. a mixture) gives the
+   log-probabilities of taken actions and the entropy that the trainers' losses read;
 3. ``save`` writes ``model.safetensors`` + ``config.json`` into a folder atomically; ``load``
    reads them back; ``trainable()`` hands the policy to the training core.
 """
@@ -49,11 +49,13 @@ def _mlp(obs_dim: int, hidden: list[int], outputs: int, last_gain: float) -> nn.
     return nn.Sequential(*layers)
 
 
-def mixture_logits(logits_pi: torch.Tensor, logits_mu: torch.Tensor, beta: float) -> torch.Tensor:
-    """(1 − β)·logits_π + β·logits_μ: softmax of it ∝ π^(1−β)·μ^β (β = 0: π, β = 1: μ)."""
-    if not 0.0 <= beta <= 1.0:
-        raise ValueError(f"beta must be in [0, 1], got {beta}")
-    return (1.0 - beta) * logits_pi + beta * logits_mu
+def evaluate_logits(
+    logits: torch.Tensor, actions: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log π(a | s) of ``actions`` [...], entropy of π(· | s) [...]) for π = softmax(logits)."""
+    logp_all = torch.log_softmax(logits, -1)
+    logprobs = logp_all.gather(-1, actions[..., None]).squeeze(-1)
+    return logprobs, -(logp_all.exp() * logp_all).sum(-1)
 
 
 class ActingPolicy(nn.Module):
@@ -77,6 +79,10 @@ class ActingPolicy(nn.Module):
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """[..., obs_dim] → [...] state values."""
         return self.critic(obs).squeeze(-1)
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """[..., obs_dim] and [...] actions → (log π(a | s), entropy of π(· | s)), each [...]."""
+        return evaluate_logits(self.logits(obs), actions)
 
     def config(self) -> dict:
         return {"obs_dim": self.obs_dim, "n_actions": self.n_actions, "hidden": self.hidden}

@@ -4,12 +4,13 @@
     algorithm, last = train(Config(**ATARI, env="ALE/Pong-v5"), reward_fn=reward_model)
 
 The defaults are CleanRL's ``ppo.py`` values for classic control (``ATARI`` holds its
-``ppo_atari.py`` changes).  Each core step (:meth:`PPO.update`):
+``ppo_atari.py`` changes).  Each core step (:meth:`ControlPPO.update`):
 
-1. rollout: ``n_envs`` copies × ``n_steps`` steps of π (:class:`~nlhf.control.rollout.Runner`);
+1. rollout (``play``): ``n_envs`` copies × ``n_steps`` steps of π, kept as ``last_rollout``;
 2. reward: the game's, or r̂(s_t, a_t) of ``reward_fn`` normalized by running statistics;
-3. GAE(γ, λ) advantages and returns from the critic, an episode end cutting the recursion;
-4. ``epochs`` shuffled passes of ``minibatches`` optimizer steps on the clipped policy loss
+3. GAE(γ, λ) advantages and returns from the critic (:func:`nlhf.losses.gae` over episode
+   streams: an episode end cuts the recursion);
+4. ``epochs`` shuffled passes of ``mini_batches`` optimizer steps on the clipped policy loss
    − ``ent_coef``·entropy + ``vf_coef``·value loss (:mod:`nlhf.losses`).
 
 Checkpoints keep the games' states and the action sampler's generator, so a run resumed by the
@@ -31,18 +32,15 @@ import torch
 from nlhf.config import ConfigError, option
 from nlhf.control.policy import ActingPolicy
 from nlhf.control.rollout import (
-    ControlFields,
-    ReturnWindow,
+    ControlRollout,
     RewardFn,
-    Rollout,
     Runner,
-    build_trainer,
-    check_fits,
-    finite,
+    check_env_fits,
     learned_rewards,
     policy_actor,
 )
-from nlhf.losses import ppo_policy_loss, ppo_value_loss
+from nlhf.control.trainer import ControlFields, ReturnWindow, build_trainer, finite
+from nlhf.losses import explained_variance, gae, ppo_policy_loss, ppo_value_loss
 from nlhf.train.core import Algorithm, Trainer
 
 ATARI = {"n_envs": 8, "clip": 0.1, "steps": 9765}
@@ -66,7 +64,9 @@ class Config(ControlFields):
     n_envs: int = option(4, "copies of the game played together (CleanRL num_envs; Atari 8)")
     n_steps: int = option(128, "steps of every copy per rollout (CleanRL num_steps)")
     epochs: int = option(4, "passes over each rollout (CleanRL update_epochs)")
-    minibatches: int = option(4, "mini-batches per pass (CleanRL num_minibatches)")
+    mini_batches: int = option(
+        4, "mini-batches per pass, one optimizer step each (CleanRL num_minibatches)"
+    )
     gamma: float = option(0.99, "discount γ (CleanRL gamma)")
     lam: float = option(0.95, "GAE λ (CleanRL gae_lambda)")
     clip: float = option(
@@ -87,14 +87,13 @@ class Config(ControlFields):
         "scale = unit variance only, none = as given (the game's reward is never normalized)",
     )
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("n_envs", "n_steps", "epochs", "minibatches"):
+    def check(self) -> None:
+        for name in ("n_envs", "n_steps", "epochs", "mini_batches"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-        if (self.n_envs * self.n_steps) % self.minibatches:
+        if (self.n_envs * self.n_steps) % self.mini_batches:
             raise ConfigError(
-                f"minibatches ({self.minibatches}) must divide n_envs × n_steps "
+                f"mini_batches ({self.mini_batches}) must divide n_envs × n_steps "
                 f"({self.n_envs * self.n_steps})"
             )
         if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.lam <= 1.0):
@@ -102,29 +101,6 @@ class Config(ControlFields):
         for name in ("clip", "ent_coef", "vf_coef", "target_kl"):
             if getattr(self, name) < 0 or (name == "clip" and self.clip == 0):
                 raise ConfigError(f"{name} must be {'>' if name == 'clip' else '≥'} 0")
-
-
-def stream_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    dones: torch.Tensor,
-    next_value: torch.Tensor,
-    gamma: float,
-    lam: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """GAE over [T, N] streams in which an episode may end at any step (``dones[t]``: step t
-    ended it, so nothing after it is bootstrapped); ``next_value`` [N] is V of the state after
-    the last step.  δ_t = r_t + γ·(1 − d_t)·V_{t+1} − V_t, A_t = δ_t + γλ·(1 − d_t)·A_{t+1};
-    returns (advantages, returns = advantages + values)."""
-    advantages = torch.zeros_like(values)
-    running = torch.zeros_like(next_value)
-    for t in reversed(range(values.shape[0])):
-        after = next_value if t + 1 == values.shape[0] else values[t + 1]
-        alive = 1.0 - dones[t].to(values.dtype)
-        delta = rewards[t] + gamma * alive * after - values[t]
-        running = delta + gamma * lam * alive * running
-        advantages[t] = running
-    return advantages, advantages + values
 
 
 class RunningMoments:
@@ -172,16 +148,12 @@ class Batch:
     returns: torch.Tensor
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
-    """1 − Var[R − V] / Var[R]; 0 when the returns are constant."""
-    var = float(returns.var())
-    return 0.0 if var < 1e-12 else 1.0 - float((returns - values).var()) / var
-
-
-class PPO(Algorithm):
+class ControlPPO(Algorithm):
     """``update`` = rollout, rewards, advantages, then the PPO passes."""
 
     config: Config
+    last_rollout: ControlRollout | None = None
+    """The rollout of the last ``update`` (what a route labels segments of)."""
 
     def __init__(self, trainer: Trainer, config: Config, reward_fn: RewardFn | None = None) -> None:
         super().__init__(trainer, config)
@@ -189,13 +161,19 @@ class PPO(Algorithm):
         self.runner = Runner(
             config.env, config.n_envs, config.seed, sticky=config.sticky, features=config.features
         )
-        check_fits(self.policy, self.runner)
+        check_env_fits(self.policy, self.runner)
         self.reward_fn = reward_fn
         self.moments = RunningMoments()
         self.window = ReturnWindow()
 
     # ------------------------------------------------------------------ 1.–3.
-    def rewards(self, rollout: Rollout) -> tuple[torch.Tensor, dict[str, float]]:
+    def play(self) -> ControlRollout:
+        """1. ``n_steps`` steps of every copy of the game, actions sampled from π."""
+        return self.runner.collect(
+            policy_actor(self.policy), self.config.n_steps, self.policy.device
+        )
+
+    def rewards(self, rollout: ControlRollout) -> tuple[torch.Tensor, dict[str, float]]:
         """2. The game's rewards, or r̂ normalized by the running moments of every r̂ so far."""
         if self.reward_fn is None:
             return rollout.rewards, {}
@@ -207,13 +185,14 @@ class PPO(Algorithm):
         return (raw - shift) / scale, {"learned_reward": float(raw.mean())}
 
     @torch.no_grad()
-    def batch(self, rollout: Rollout, rewards: torch.Tensor) -> Batch:
+    def batch(self, rollout: ControlRollout, rewards: torch.Tensor) -> Batch:
         """3. GAE advantages and returns, flattened."""
         cfg = self.config
         next_value = self.policy.value(rollout.next_obs.to(self.policy.device)).cpu()
-        advantages, returns = stream_gae(
-            rewards, rollout.values, rollout.dones, next_value, cfg.gamma, cfg.lam
+        advantages, returns = gae(  # over [N, T] streams
+            rewards.T, rollout.values.T, None, cfg.gamma, cfg.lam, rollout.dones.T, next_value
         )
+        advantages, returns = advantages.T, returns.T
         return Batch(
             obs=rollout.obs.reshape(-1, rollout.obs.shape[-1]).to(self.policy.device),
             actions=rollout.actions.reshape(-1).to(self.policy.device),
@@ -227,10 +206,9 @@ class PPO(Algorithm):
     def losses(self, batch: Batch, index: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
         """The total loss of the steps ``index`` and its parts."""
         cfg = self.config
-        obs, actions = batch.obs[index], batch.actions[index]
-        logp_all = torch.log_softmax(self.policy.logits(obs), -1)
-        logprobs = logp_all.gather(1, actions[:, None]).squeeze(1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        obs = batch.obs[index]
+        logprobs, entropy = self.policy.evaluate(obs, batch.actions[index])
+        entropy = entropy.mean()
         advantages = batch.advantages[index]
         if cfg.norm_adv and len(index) > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -259,11 +237,11 @@ class PPO(Algorithm):
     def optimize(self, batch: Batch, step: int) -> dict[str, float]:
         cfg = self.config
         size = len(batch.actions)
-        per = size // cfg.minibatches
+        per = size // cfg.mini_batches
         rows: list[dict[str, float]] = []
         for epoch in range(cfg.epochs):
             order = self.order(step, epoch, size).to(batch.obs.device)
-            for k in range(cfg.minibatches):
+            for k in range(cfg.mini_batches):
                 index = order[k * per : (k + 1) * per]
                 rows.append(
                     self.trainer.gradient_step(
@@ -277,7 +255,7 @@ class PPO(Algorithm):
     def update(self, chunks: list[Any], step: int) -> dict[str, float]:
         cfg = self.config
         t0 = time.perf_counter()
-        rollout = self.runner.collect(policy_actor(self.policy), cfg.n_steps, self.policy.device)
+        rollout = self.last_rollout = self.play()
         self.window.add(rollout.finished)
         rewards, reward_metrics = self.rewards(rollout)
         batch = self.batch(rollout, rewards)
@@ -289,7 +267,9 @@ class PPO(Algorithm):
             **reward_metrics,
             **self.window.metrics(),
             agent_steps=float((step + 1) * agent_steps),
-            explained_variance=explained_variance(batch.values, batch.returns),
+            explained_variance=explained_variance(
+                batch.values, batch.returns, torch.ones_like(batch.returns, dtype=torch.bool)
+            ),
             rollout_seconds=t1 - t0,
             update_seconds=t2 - t1,
             steps_per_second=agent_steps / (t2 - t0),
@@ -313,11 +293,11 @@ class PPO(Algorithm):
 
 def train(
     config: Config, policy: ActingPolicy | None = None, reward_fn: RewardFn | None = None
-) -> tuple[PPO, dict[str, float]]:
+) -> tuple[ControlPPO, dict[str, float]]:
     """Train to ``config.steps`` (resuming from ``<out>/checkpoints``); the policy is saved to
     ``<out>/policy``.  Returns the algorithm and the last step's metrics."""
     trainer = build_trainer(config, policy)
-    algorithm = PPO(trainer, config, reward_fn)
+    algorithm = ControlPPO(trainer, config, reward_fn)
     last = trainer.run(algorithm, "control-ppo")
     algorithm.runner.close()
     return algorithm, last

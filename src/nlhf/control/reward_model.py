@@ -16,7 +16,10 @@ held-out loss stays between 1.1 and 1.5 times the training loss (Christiano's ad
 applied as AdamW's decoupled decay), 5. report accuracies on the decided (non-tie) pairs.
 ``normalized`` shifts and scales each member so that r̂ has mean 0 and std ``std`` over
 reference steps (Christiano: std 1; Ibarz et al. 2018 on Atari: 0.05); the fit's
-probabilities always use the raw sums.
+probabilities always use the raw sums.  The fit is its own small loop, not the training core:
+it is a warm-started refit inside one step of a route (whose checkpoint holds the judge), with
+per-member bootstrap samples and a weight decay adapted between epochs, none of which the
+core's run (its own folder, checkpoints, schedule and processes) would add.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nlhf.config import ConfigError, option
+from nlhf.config import Checked, ConfigError, option
 from nlhf.control.segments import SegmentBatch
 from nlhf.losses import preference_loss, random_answer_logit
 
@@ -112,7 +115,7 @@ DECAY_BOUNDS = (1e-6, 10.0)
 
 
 @dataclass
-class FitConfig:
+class FitConfig(Checked):
     """How a segment reward or preference model is fitted to labelled pairs."""
 
     epochs: int = option(40, "passes over the training pairs")
@@ -136,7 +139,7 @@ class FitConfig:
     )
     seed: int = option(0, "seed of the split, the bootstrap samples and the batch order")
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         for name, ok, want in (
             ("epochs", self.epochs >= 1, "≥ 1"),
             ("batch_size", self.batch_size >= 1, "≥ 1"),

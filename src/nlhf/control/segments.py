@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from nlhf.config import Checked
+
 
 @dataclass
-class Segment:
+class Segment(Checked):
     """``length`` consecutive steps of one episode."""
 
     obs: np.ndarray  # [length, obs_dim] float32 features the models see
@@ -37,7 +39,7 @@ class Segment:
     start: int = 0
     frames: list[np.ndarray] | None = field(default=None, repr=False)  # [H, W, 3] uint8 each
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         n = len(self.actions)
         if len(self.obs) != n or len(self.rewards) != n:
             raise ValueError(

@@ -1,27 +1,32 @@
-"""Loader for the Atari Grand Challenge replays (Kurin et al. 2017, arXiv:1705.10998).
+"""T-REX preference pairs from ranked demonstrations (Brown et al. 2019, arXiv:1904.06387), and
+the Atari Grand Challenge replays (Kurin et al. 2017, arXiv:1705.10998) to rank: an example on
+top of ``nlhf.control``, kept out of the package because no command uses it yet.
 
-    replays = load_agc("data/atari_v1", "spaceinvaders")     # sorted by replay id
-    stats = agc_stats(replays)                               # replays, frames, scores
-    frame = replays[0].screen(0)                             # [H, W, 3] uint8 (PIL)
+    sys.path.insert(0, "examples"); import trex
+    replays = trex.load_agc("data/atari_v1", "spaceinvaders")          # sorted by replay id
+    demos = trex.from_replays(replays, observe)                        # ranked by final score
+    demos = trex.by_checkpoint(trajectories)                           # or by learner progress
+    pairs, labels = trex.snippet_pairs(demos, n=5000, length=50, rng=rng)
+    fit(model, stack([a for a, _ in pairs]), stack([b for _, b in pairs]), labels)
 
-The dataset's layout (yobibyte/atarigrandchallenge, ``agc/dataset.py``):
-``trajectories/<game>/<id>.txt`` holds one replay, line 1 metadata, line 2 the header
-``frame,reward,score,terminal,action``, then one row per frame (spaces are ignored and a
-terminal may read 0/1 or False/True); ``screens/<game>/<id>/<n>.png`` is the screen of row n
-(numbered from 0).  A replay's score is its last row's.  The games are Space Invaders,
-Q*bert, Ms. Pac-Man, Video Pinball and Montezuma's Revenge (no Pong); the frames come from a
-JavaScript emulator and do not line up with ALE's.  The data is not on PyPI; download it
-yourself and point ``root`` at the folder holding ``trajectories/`` and ``screens/``.  A bad
-row raises :class:`AGCError` naming the file and the line.
+The replays' layout (yobibyte/atarigrandchallenge ``agc/dataset.py``): ``trajectories/<game>/
+<id>.txt`` holds one replay (line 1 metadata, line 2 ``frame,reward,score,terminal,action``,
+then a row per frame); ``screens/<game>/<id>/<n>.png`` is the screen of row n.  The data is not
+on PyPI: download it and point ``root`` at it; a bad row raises :class:`AGCError` naming the
+file and line.  :func:`snippet_pairs` draws two demonstrations of different rank, then a
+snippet of ``length`` steps of each, the better one's start no earlier than the worse one's
+(T-REX's rule); the better snippet comes first or second by a coin flip (label 1 or 0).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from nlhf.control.segments import Segment
 from nlhf.errors import UserError
 
 HEADER = ("frame", "reward", "score", "terminal", "action")
@@ -135,3 +140,77 @@ def agc_stats(replays: list[Replay]) -> dict[str, float]:
         "mean_score": float(scores.mean()),
         "std_score": float(scores.std()),
     }
+
+
+@dataclass
+class Demonstration:
+    """One trajectory and its rank (higher is better)."""
+
+    obs: np.ndarray  # [T, obs_dim] float32
+    actions: np.ndarray  # [T] int64
+    rank: float
+    rewards: np.ndarray | None = None  # [T] true rewards, for evaluation only
+    episode: int = 0
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def snippet(self, start: int, length: int) -> Segment:
+        window = slice(start, start + length)
+        rewards = np.zeros(len(self), np.float32) if self.rewards is None else self.rewards
+        return Segment(
+            np.asarray(self.obs[window], np.float32),
+            np.asarray(self.actions[window], np.int64),
+            np.asarray(rewards[window], np.float32),
+            episode=self.episode,
+            start=start,
+        )
+
+
+def by_checkpoint(trajectories: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Demonstration]:
+    """(obs, actions) trajectories in the order their checkpoints were saved: later is better."""
+    return [
+        Demonstration(np.asarray(obs, np.float32), np.asarray(actions, np.int64), float(i), None, i)
+        for i, (obs, actions) in enumerate(trajectories)
+    ]
+
+
+def from_replays(
+    replays: Sequence[Replay], observe: Callable[[Replay], np.ndarray]
+) -> list[Demonstration]:
+    """AGC replays ranked by final score; ``observe(replay)`` gives its [T, obs_dim] features
+    (e.g. downsampled screens)."""
+    return [
+        Demonstration(
+            np.asarray(observe(r), np.float32), r.actions, float(r.score), r.rewards, r.id
+        )
+        for r in replays
+    ]
+
+
+def snippet_pairs(
+    demos: Sequence[Demonstration], n: int, length: int, rng: np.random.Generator
+) -> tuple[list[tuple[Segment, Segment]], np.ndarray]:
+    """``n`` (pair, label) rows: label 1.0 when the first snippet is from the better-ranked
+    demonstration, 0.0 when the second is."""
+    usable = [d for d in demos if len(d) >= length]
+    ranks = np.array([d.rank for d in usable])
+    if len(np.unique(ranks)) < 2:
+        raise ValueError(
+            f"need demonstrations of at least two ranks with ≥ {length} steps; "
+            f"{len(usable)} of {len(demos)} are long enough"
+        )
+    pairs, labels = [], np.empty(n, dtype=np.float32)
+    for row in range(n):
+        i = int(rng.integers(len(usable)))
+        others = np.flatnonzero(ranks != ranks[i])
+        j = int(others[rng.integers(len(others))])
+        worse, better = sorted((usable[i], usable[j]), key=lambda d: d.rank)
+        shared = min(len(worse), len(better)) - length
+        worse_start = int(rng.integers(shared + 1))
+        better_start = int(rng.integers(worse_start, len(better) - length + 1))
+        low, high = worse.snippet(worse_start, length), better.snippet(better_start, length)
+        first = bool(rng.random() < 0.5)
+        pairs.append((high, low) if first else (low, high))
+        labels[row] = 1.0 if first else 0.0
+    return pairs, labels

@@ -1,13 +1,26 @@
-"""The Atari Grand Challenge loader on a small fixture in the dataset's own layout (CSV rows and
-PIL-written PNG screens), its one-line errors, and T-REX snippet pairs from ranked replays."""
+"""The T-REX example (examples/trex.py): the Atari Grand Challenge loader on a small fixture in
+the dataset's own layout (CSV rows and PIL-written PNG screens), its one-line errors, and T-REX
+snippet pairs from ranked replays."""
+
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from nlhf.control.agc import AGCError, agc_stats, load_agc
-from nlhf.control.rankings import Demonstration, by_checkpoint, from_replays, snippet_pairs
 from nlhf.control.segments import stack
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from trex import (
+    AGCError,
+    Demonstration,
+    agc_stats,
+    by_checkpoint,
+    from_replays,
+    load_agc,
+    snippet_pairs,
+)
 
 GAME = "spaceinvaders"
 HEADER = "frame,reward,score,terminal,action"
