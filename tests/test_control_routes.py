@@ -52,7 +52,7 @@ def test_windows_continue_an_ended_episode_and_skip_a_time_limit():
 
 
 def test_config_checks_labeling_fields_before_training():
-    with pytest.raises(ConfigError, match="chunk"):
+    with pytest.raises(ValueError, match="chunk"):
         routes.RLHFConfig(chunk=0)
     with pytest.raises(ConfigError, match="needs db"):
         routes.NLHFConfig(labeler="human")

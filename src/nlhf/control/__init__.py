@@ -2,13 +2,15 @@
 
     pip install 'nlhf[control]'          # gymnasium + ale-py (GPL-2.0, ROMs bundled)
     nlhf control demo                    # both routes from the same labels on CartPole
-    nlhf control train --env CartPole-v1 --route nlhf --labeler oracle
+    nlhf control train nlhf --env CartPole-v1 --labeler oracle
 
 The pieces, each in its own module: environments and their features (``envs``), fixed-length
-segments of trajectories (``segments``), labelers that compare two segments (``labelers``),
-reward and preference models over segments, acting policies and their trainers on the one
-training core.  The optional dependencies are imported on first use only; ``require()`` names
-the extra to install when they are missing.  Reference: ``docs/control.md``.
+segments of trajectories (``segments``), labelers that compare two segments (``labelers``;
+people: ``human``), reward and preference models over segments, acting policies, vectorized
+rollouts, PPO and Nash-MD-PG on the one training core (``trainer``), the labelling schedule
+(``labelling``) and the two routes that join them (``routes``).  The optional dependencies
+are imported on first use only; ``require()`` names the extra to install when they are
+missing.  Reference: ``docs/control.md``.
 """
 
 from __future__ import annotations

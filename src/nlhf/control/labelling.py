@@ -2,24 +2,20 @@
 
     labelling = Labelling(config, judge, horizon=steps * agent_steps_per_step, max_steps=500)
     labelling.offer(rollouts, agent_steps, length=50, stride=5)   # windows of every copy
-    labelling.metrics(); labelling.state_dict()                   # logged; checkpointed
 
 :class:`LabelFields` are a route's labelling options (a mixin beside the trainer's fields,
 ``env`` included); :meth:`Labelling.update` is one step:
 
-1. segments: windows of ``length`` steps of a rollout every ``stride`` steps of each copy
-   (:func:`windows`); an episode that ends inside a window (terminated, not truncated) goes on
-   in its end state with action 0 and reward 0, so the oracle compares how long each segment
-   survives and what it earned;
-2. labels: when ``labels_due`` (``initial`` from the initial policy, played for
-   ``initial_play`` agent steps by :func:`initial_rollouts`, then more as the agent steps pass,
-   ``budget`` in all) exceeds those asked for by ``chunk``, pairs of segments go to the labeler
-   (:mod:`nlhf.control.labelers`, or people through :mod:`nlhf.control.human`) and the answers
-   into the :class:`~nlhf.control.labels.LabelBuffer`;
-3. refit: the judge is fitted again (warm start) on the whole buffer
-   (:func:`nlhf.control.reward_model.fit`).
+1. segments: windows of a rollout (:func:`windows`); an episode that ends inside one
+   (terminated, not truncated) goes on in its end state with action 0 and reward 0, so the
+   oracle compares how long each segment survives and what it earned;
+2. labels: when ``labels_due`` (``initial`` from the initial policy's play, then more as the
+   agent steps pass, ``budget`` in all) exceeds those asked for by ``chunk``, pairs of
+   segments go to the labeler (:mod:`~nlhf.control.labelers`, or people:
+   :mod:`~nlhf.control.human`) and the answers into the label buffer;
+3. refit: the judge is fitted again, warm-started, on the whole buffer.
 
-The buffer, the judge's weights, the generator and the counters are in ``state_dict``.
+Its ``state_dict`` holds the buffer, the judge's weights, the generator and the counters.
 """
 
 from __future__ import annotations
@@ -100,12 +96,8 @@ class LabelFields(Checked):
     human_poll: float = option(5.0, "labeler=human: seconds between polls of the database")
 
     def check(self) -> None:
-        for name in ("budget", "initial", "initial_play"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be ≥ 0, got {getattr(self, name)}")
-        for name in ("chunk", "capacity", "stride", "members", "judge_hidden", "fit_epochs"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        self.at_least(0, "budget", "initial", "initial_play")
+        self.at_least(1, "chunk", "capacity", "stride", "members", "judge_hidden", "fit_epochs")
         if self.segment < 0 or not (self.label_c > 0 and self.fit_lr > 0 and self.reward_std > 0):
             raise ConfigError("segment must be ≥ 0; label_c, fit_lr and reward_std > 0")
         if self.labeler == "human" and not self.db:

@@ -88,11 +88,8 @@ class Config(ControlFields):
     clip: float = option(0.2, "clip ε of the probability ratio in passes after the first")
 
     def check(self) -> None:
-        for name in ("states", "samples", "epochs"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-        if self.length < 0 or self.opponents < 0:
-            raise ConfigError("length and opponents must be ≥ 0")
+        self.at_least(1, "states", "samples", "epochs")
+        self.at_least(0, "length", "opponents")
         if not 0.0 <= self.beta <= 1.0:
             raise ConfigError(f"beta must be in [0, 1], got {self.beta}")
         if self.samples + self.opponents < 2:

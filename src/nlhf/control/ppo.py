@@ -88,9 +88,8 @@ class Config(ControlFields):
     )
 
     def check(self) -> None:
-        for name in ("n_envs", "n_steps", "epochs", "mini_batches"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        self.at_least(1, "n_envs", "n_steps", "epochs", "mini_batches")
+        self.at_least(0, "ent_coef", "vf_coef", "target_kl")
         if (self.n_envs * self.n_steps) % self.mini_batches:
             raise ConfigError(
                 f"mini_batches ({self.mini_batches}) must divide n_envs × n_steps "
@@ -98,9 +97,8 @@ class Config(ControlFields):
             )
         if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.lam <= 1.0):
             raise ConfigError(f"gamma and lam must be in [0, 1], got {self.gamma}, {self.lam}")
-        for name in ("clip", "ent_coef", "vf_coef", "target_kl"):
-            if getattr(self, name) < 0 or (name == "clip" and self.clip == 0):
-                raise ConfigError(f"{name} must be {'>' if name == 'clip' else '≥'} 0")
+        if self.clip <= 0:
+            raise ConfigError(f"clip must be > 0, got {self.clip}")
 
 
 class RunningMoments:

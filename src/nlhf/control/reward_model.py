@@ -16,10 +16,7 @@ held-out loss stays between 1.1 and 1.5 times the training loss (Christiano's ad
 applied as AdamW's decoupled decay), 5. report accuracies on the decided (non-tie) pairs.
 ``normalized`` shifts and scales each member so that r̂ has mean 0 and std ``std`` over
 reference steps (Christiano: std 1; Ibarz et al. 2018 on Atari: 0.05); the fit's
-probabilities always use the raw sums.  The fit is its own small loop, not the training core:
-it is a warm-started refit inside one step of a route (whose checkpoint holds the judge), with
-per-member bootstrap samples and a weight decay adapted between epochs, none of which the
-core's run (its own folder, checkpoints, schedule and processes) would add.
+probabilities always use the raw sums.
 """
 
 from __future__ import annotations
@@ -198,7 +195,12 @@ def fit(
     config: FitConfig | None = None,
 ) -> FitResult:
     """Fit ``model`` (one with ``members``, ``member_logit`` and ``prob``) to P(a_i ≻ b_i) =
-    labels_i; labels are 1, 0 or ½, NaN rows must be dropped before."""
+    labels_i; labels are 1, 0 or ½, NaN rows must be dropped before.
+
+    A small loop of its own rather than a run of the training core: it is a warm-started refit
+    inside one step of a route, whose checkpoint already holds the judge, and it needs
+    per-member bootstrap samples and a weight decay adapted between epochs, while a core run
+    would bring its own output folder, checkpoints, schedule and metrics log."""
     config = config or FitConfig()
     labels = torch.as_tensor(np.asarray(labels, dtype=np.float32))
     if torch.isnan(labels).any():

@@ -62,10 +62,8 @@ class ControlFields(TrainFields):
     )
 
     def check(self) -> None:
-        if self.steps < 1:
-            raise ConfigError(f"steps must be ≥ 1, got {self.steps}")
-        if self.time_limit < 0:
-            raise ConfigError(f"time_limit must be ≥ 0, got {self.time_limit}")
+        self.at_least(1, "steps")
+        self.at_least(0, "time_limit")
         if not self.hidden or min(self.hidden) < 1:
             raise ConfigError(f"hidden must be widths ≥ 1, got {self.hidden}")
 
