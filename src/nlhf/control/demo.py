@@ -8,13 +8,13 @@
    reference curve), the RLHF route (reward model + PPO) and the NLHF route (preference model
    + Nash-MD-PG), both routes with the same labeler and label budget;
 2. each policy's true return over ``episodes`` episodes with a 95% interval
-   (:func:`nlhf.control.eval_cli.interval`);
+   (:func:`nlhf.eval.stats.mean_interval`);
 3. the two routes head to head under the demo's labeler (:func:`nlhf.control.eval_cli.head_to_head`:
    ``pairs`` shared start states, a continuation of each policy from each), with the verdict
    decided by the 95% interval; under ``--labeler population`` this is the answer to "which
    route wins under annotators whose majority cycles";
 4. ``report.md``: the table (return, interval, labels used, steps, wall time), ``curves.png``
-   (true episode return against training seconds) and one GIF clip per policy
+   (true episode return against training minutes) and one GIF clip per policy
    (``clip-<run>.gif``: gymnasium's ``render=True`` frames when pygame is there, else the
    routes' own CartPole drawing).
 """
@@ -31,7 +31,10 @@ import numpy as np
 
 from nlhf.config import option
 from nlhf.control import require
+from nlhf.eval.report import format_interval, markdown_table
+from nlhf.eval.stats import mean_interval
 from nlhf.files import atomic_write_text
+from nlhf.reporting import curve, figure, read_metrics, save_png, verdict
 
 
 @dataclass
@@ -61,7 +64,7 @@ def clip(policy: Any, env_id: str, steps: int, seed: int) -> bytes:
     import torch
 
     from nlhf.control.envs import make_env
-    from nlhf.control.routes import cartpole_frame
+    from nlhf.control.human import cartpole_frame
     from nlhf.label.clips import gif_bytes
 
     env = make_env(env_id, seed, render=True)
@@ -88,7 +91,7 @@ def run(config: Config) -> int:
     import torch
 
     from nlhf.control import ppo, routes
-    from nlhf.control.eval_cli import head_to_head, interval
+    from nlhf.control.eval_cli import head_to_head
     from nlhf.control.labelers import make_labeler
     from nlhf.control.rollout import episode_returns
 
@@ -114,7 +117,7 @@ def run(config: Config) -> int:
         returns = episode_returns(algorithm.policy, config.env, config.episodes, config.seed + 1)
         labels = algorithm.labelling.buffer.added if train is not None else None
         rows[name] = {
-            "return": interval(returns),
+            "return": mean_interval(returns).as_dict(),
             "labels": labels,
             "steps": algorithm.trainer.steps_done,
             "seconds": seconds,
@@ -129,7 +132,7 @@ def run(config: Config) -> int:
             policies["nlhf"], policies["rlhf"], config.env, judge, config.pairs,
             warmup=100, length=config.pair_steps, seed=config.seed + 1,
         )  # fmt: skip
-        games["nlhf vs rlhf"] = interval(p)
+        games["nlhf vs rlhf"] = mean_interval(np.asarray(p), bounds=(0.0, 1.0)).as_dict()
     plot(out, list(runs))
     results = {**rows, "head_to_head": games}
     atomic_write_text(out / "results.json", json.dumps(results, indent=2) + "\n")
@@ -138,48 +141,34 @@ def run(config: Config) -> int:
     return 0
 
 
-def curve(folder: Path) -> tuple[list[float], list[float]]:
-    """(training seconds, true episode return) of each logged step that has a return."""
-    seconds, returns, total = [], [], 0.0
-    for line in (folder / "metrics.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        total += row.get("step_seconds", 0.0)
-        if "episode_return" in row:
-            seconds.append(total)
-            returns.append(row["episode_return"])
-    return seconds, returns
+LABELS = {"ppo": "PPO, true reward", "rlhf": "RLHF: r̂ + PPO", "nlhf": "NLHF: P̂ + Nash-MD-PG"}
 
 
-def plot(out: Path, names: list[str]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    labels = {"ppo": "PPO, true reward", "rlhf": "RLHF: r̂ + PPO", "nlhf": "NLHF: P̂ + Nash-MD-PG"}
-    fig, ax = plt.subplots(figsize=(7, 4))
+def plot(out: Path, names: list[str]) -> Path:
+    """Each run's true episode return (the last 20 episodes) against its training minutes."""
+    fig, (ax,) = figure(1, (7, 4))
     for name in names:
-        x, y = curve(out / name)
-        ax.plot(x, y, label=labels[name], linestyle="--" if name == "ppo" else "-")
-    ax.set_xlabel("training seconds")
+        x, y = curve(read_metrics(out / name / "metrics.jsonl"), "episode_return")
+        ax.plot(x, y, label=LABELS[name], linestyle="--" if name == "ppo" else "-")
+    ax.set_xlabel("training minutes")
     ax.set_ylabel("true episode return (last 20 episodes)")
     ax.axhline(475, color="grey", linewidth=0.5)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "curves.png", dpi=120)
-    plt.close(fig)
-
-
-def verdict(game: dict[str, float]) -> str:
-    """Who won the head-to-head P(NLHF ≻ RLHF), decided by the 95% interval alone."""
-    if game["low"] > 0.5:
-        return "NLHF's policy wins"
-    if game["high"] < 0.5:
-        return "RLHF's policy wins"
-    return "no significant difference (the interval contains ½)"
+    return save_png(fig, out / "curves.png", dpi=120)
 
 
 def report(config: Config, rows: dict[str, Any], games: dict[str, Any] | None = None) -> str:
+    table = [
+        [
+            name,
+            format_interval(r["return"], 1),
+            "—" if r["labels"] is None else str(r["labels"]),
+            str(r["steps"]),
+            f"{r['seconds']:.0f}",
+        ]
+        for name, r in rows.items()
+    ]
+    heads = ["run", "true return", "labels used", "steps", "wall seconds"]
     lines = [
         f"# RLHF against NLHF on {config.env}",
         "",
@@ -187,22 +176,14 @@ def report(config: Config, rows: dict[str, Any], games: dict[str, Any] | None = 
         f"minutes of training per run; true return over {config.episodes} episodes "
         "(mean, 95% interval).",
         "",
-        "| run | true return | 95% interval | labels used | steps | wall seconds |",
-        "|---|---|---|---|---|---|",
+        *markdown_table(heads, table),
     ]
-    for name, r in rows.items():
-        ret = r["return"]
-        labels = "—" if r["labels"] is None else str(r["labels"])
-        lines.append(
-            f"| {name} | {ret['mean']:.1f} | {ret['low']:.1f} – {ret['high']:.1f} | {labels} "
-            f"| {r['steps']} | {r['seconds']:.0f} |"
-        )
     for game in (games or {}).values():
         lines += [
             "",
             f"Head to head under the {config.labeler} labeler: from {game['n']} shared start "
-            f"states each policy plays {config.pair_steps} steps; P(NLHF's segment ≻ RLHF's) = "
-            f"{game['mean']:.3f} [{game['low']:.3f}, {game['high']:.3f}]: {verdict(game)}.",
+            f"states each policy plays {config.pair_steps} steps and the labeler compares the "
+            f"two segments; {verdict(game, 'NLHF', 'RLHF', 3)}.",
         ]
     lines += ["", "![curves](curves.png)", ""]
     lines += [f"{name}: ![{name}](clip-{name}.gif)" for name in rows]

@@ -4,7 +4,7 @@
     nlhf control eval --policies a/policy,b/policy --labeler population --pairs 200
 
 1. true return: ``episodes`` whole episodes of each policy (actions sampled, one game copy per
-   episode), the mean with a 95% normal interval (mean ± 1.96·s/√n);
+   episode), the mean with its 95% t interval (:func:`nlhf.eval.stats.mean_interval`);
 2. head to head, for every two policies A and B: ``pairs`` start states, each reached by
    ``warmup`` steps of A or B (alternately), copied onto two game copies (saved env state);
    A continues on one and B on the other for ``length`` steps (an episode end continues in the
@@ -20,17 +20,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from nlhf.config import ConfigError, option
+from nlhf.config import Checked, ConfigError, option
 from nlhf.control import require
+from nlhf.eval.report import format_interval, markdown_table, matrix_table, plot_heatmap
+from nlhf.eval.stats import mean_interval
 from nlhf.files import atomic_write_json, atomic_write_text
 
 
 @dataclass
-class Config:
+class Config(Checked):
     """True returns with 95% intervals, and win rates from paired continuations."""
 
     policies: list[str] = option([], "policy folders (model.safetensors + config.json), 1 or more")
@@ -46,27 +49,14 @@ class Config:
     seed: int = option(1, "seed of the evaluation games and of the action sampling")
     out: str = option("", "folder for eval.json and eval.md ('' : print only)")
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if not self.policies:
             raise ConfigError("policies: give at least one policy folder")
         twice = sorted({p for p in self.policies if self.policies.count(p) > 1})
         if twice:
             raise ConfigError(f"policies: {twice[0]} is given twice")
-        for name in ("episodes", "length"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-        if self.pairs < 0 or self.warmup < 0:
-            raise ConfigError("pairs and warmup must be ≥ 0")
-
-
-def interval(values: list[float] | np.ndarray) -> dict[str, float]:
-    """Mean and its 95% normal interval (mean ± 1.96·s/√n; s = 0 for one value)."""
-    x = np.asarray(values, dtype=np.float64)
-    if len(x) == 0:
-        return {"mean": math.nan, "low": math.nan, "high": math.nan, "n": 0}
-    half = 1.96 * x.std(ddof=1) / math.sqrt(len(x)) if len(x) > 1 else 0.0
-    mean = float(x.mean())
-    return {"mean": mean, "low": mean - half, "high": mean + half, "n": len(x)}
+        self.at_least(1, "episodes", "length")
+        self.at_least(0, "pairs", "warmup")
 
 
 def head_to_head(
@@ -113,8 +103,8 @@ def evaluate(config: Config) -> dict[str, Any]:
     import torch
 
     from nlhf.control.labelers import make_labeler
+    from nlhf.control.labelling import parse_options
     from nlhf.control.rollout import episode_returns
-    from nlhf.control.routes import parse_options
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     labeler = make_labeler(config.labeler, **parse_options(config.labeler_options))
@@ -122,7 +112,7 @@ def evaluate(config: Config) -> dict[str, Any]:
 
     policies = [ActingPolicy.load(p) for p in config.policies]
     returns = {
-        path: interval(episode_returns(p, config.env, config.episodes, config.seed))
+        path: mean_interval(episode_returns(p, config.env, config.episodes, config.seed)).as_dict()
         for path, p in zip(config.policies, policies, strict=True)
     }
     games = []
@@ -134,7 +124,8 @@ def evaluate(config: Config) -> dict[str, Any]:
                 policies[i], policies[j], config.env, labeler, config.pairs, config.warmup,
                 config.length, config.seed,
             )  # fmt: skip
-            games.append({"a": config.policies[i], "b": config.policies[j], **interval(p)})
+            rate = mean_interval(np.asarray(p), bounds=(0.0, 1.0)).as_dict()
+            games.append({"a": config.policies[i], "b": config.policies[j], **rate})
     return {
         "env": config.env,
         "labeler": config.labeler,
@@ -159,17 +150,14 @@ def win_matrix(result: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     mean, low, high = np.full((k, k), 0.5), np.full((k, k), np.nan), np.full((k, k), np.nan)
     for g in result["head_to_head"]:
         a, b = paths.index(g["a"]), paths.index(g["b"])
-        mean[a, b], low[a, b], high[a, b] = g["mean"], g["low"], g["high"]
-        mean[b, a], low[b, a], high[b, a] = 1 - g["mean"], 1 - g["high"], 1 - g["low"]
+        lo, hi = (math.nan if g[end] is None else g[end] for end in ("low", "high"))
+        mean[a, b], low[a, b], high[a, b] = g["mean"], lo, hi
+        mean[b, a], low[b, a], high[b, a] = 1 - g["mean"], 1 - hi, 1 - lo
     return mean, low, high
 
 
 def plot(result: dict[str, Any], path: Path) -> Path:
     """The head-to-head matrix as the language-model tournament draws it."""
-    from types import SimpleNamespace
-
-    from nlhf.eval.report import plot_heatmap
-
     mean, low, high = win_matrix(result)
     rates = SimpleNamespace(mean=mean, low=low, high=high)
     view = SimpleNamespace(names=result["names"], win_rates={result["labeler"]: rates})
@@ -177,31 +165,24 @@ def plot(result: dict[str, Any], path: Path) -> Path:
 
 
 def markdown(result: dict[str, Any]) -> str:
+    returns = [[path, format_interval(r, 1), str(r["n"])] for path, r in result["returns"].items()]
     lines = [
         f"True return on {result['env']} (mean, 95% interval, episodes):",
         "",
-        "| policy | return | 95% interval | n |",
-        "|---|---|---|---|",
+        *markdown_table(["policy", "return", "n"], returns, "lrr"),
     ]
-    for path, r in result["returns"].items():
-        lines.append(f"| {path} | {r['mean']:.1f} | {r['low']:.1f} – {r['high']:.1f} | {r['n']} |")
     if result["head_to_head"]:
+        games = [
+            [g["a"], g["b"], format_interval(g, 3), str(g["n"])] for g in result["head_to_head"]
+        ]
         lines += [
             "",
             f"Head to head under the {result['labeler']} labeler, P(A ≻ B) from paired "
             "continuations:",
             "",
-            "| A | B | P(A ≻ B) | 95% interval | states |",
-            "|---|---|---|---|---|",
+            *markdown_table(["A", "B", "P(A ≻ B)", "states"], games, "llrr"),
         ]
-        for g in result["head_to_head"]:
-            lines.append(
-                f"| {g['a']} | {g['b']} | {g['mean']:.3f} | {g['low']:.3f} – {g['high']:.3f} "
-                f"| {g['n']} |"
-            )
         if len(result["returns"]) > 2:
-            from nlhf.eval.report import matrix_table
-
             table = matrix_table(result["names"], *win_matrix(result), "P(row ≻ col)", digits=3)
             lines += ["", table]
     return "\n".join(lines) + "\n"
