@@ -19,15 +19,15 @@ from nlhf.judge.evaluation import (
     accuracy,
     agreement,
     calibration_error,
-    cohen_kappa,
     disagreements,
     judge_metrics,
     judge_pairs,
     longer_wins,
     picks,
     position_bias,
+    weighted_kappa,
 )
-from nlhf.label.agreement import cohen_kappa as plain_cohen_kappa
+from nlhf.label.agreement import cohen_kappa
 from nlhf.metrics import wilson_interval
 
 # ---------------------------------------------------------------------------- pure metrics
@@ -48,12 +48,12 @@ def test_agreement_counts_a_tie_against_a_pick_as_half():
 def test_kappa_by_hand_and_equal_to_plain_kappa_without_ties():
     x, y = np.array([1.0, 1.0, 0.0, 0.0]), np.array([1.0, 0.0, 0.0, 0.0])
     # p_o = 3/4; x picks chosen ½ of the time, y ¼: p_e = ½·¼ + ½·¾ = ½; κ = (¾ − ½)/(1 − ½)
-    assert cohen_kappa(x, y) == pytest.approx(0.5)
-    assert cohen_kappa(x, y) == pytest.approx(plain_cohen_kappa(list(x), list(y)))
+    assert weighted_kappa(x, y) == pytest.approx(0.5)
+    assert weighted_kappa(x, y) == pytest.approx(cohen_kappa(list(x), list(y)))
     # a tie against a pick: p_o = (1 + ½)/2 = ¾; y always picks chosen, x half of the time and
     # ties otherwise: p_e = ½·1 + ½·½ = ¾, so κ = 0 (no better than chance)
-    assert cohen_kappa(np.array([1.0, 0.5]), np.array([1.0, 1.0])) == pytest.approx(0.0)
-    assert math.isnan(cohen_kappa(np.ones(3), np.ones(3)))  # chance agreement is perfect
+    assert weighted_kappa(np.array([1.0, 0.5]), np.array([1.0, 1.0])) == pytest.approx(0.0)
+    assert math.isnan(weighted_kappa(np.ones(3), np.ones(3)))  # chance agreement is perfect
 
 
 def test_calibration_error_over_both_orders_by_hand():

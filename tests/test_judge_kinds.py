@@ -4,11 +4,13 @@ The folders are tiny random-init models saved like hub models (tests/tiny_judges
 metadata in them, so ``load_judge`` tells them apart by their ``config.json``.
 """
 
+import time
+
 import pytest
 import torch
 
 from nlhf.models.errors import ModelError
-from nlhf.models.judges import JudgeOptions, ScoreJudge, load_judge
+from nlhf.models.judges import FunctionJudge, JudgeOptions, ScoreJudge, cached, load_judge
 from nlhf.models.judges.cache import CachedJudge, CachedScoreJudge
 from nlhf.models.judges.classifier import SequenceClassifierJudge
 from nlhf.models.judges.pairwise import PairwiseLMJudge
@@ -146,6 +148,29 @@ def test_the_cache_answers_repeats_without_a_forward(folders, kind):
     assert calls[0] == done and judge.hits >= 6
 
 
+def test_the_cache_keeps_a_digest_of_the_texts_not_the_texts():
+    judge = load_judge("vader")
+    long_prompt = "x" * 1_000_000
+    first = judge.scores([long_prompt, "p"], ["a good film", "a bad film"])
+    torch.testing.assert_close(judge.scores([long_prompt], ["a good film"]), first[:1])
+    assert judge.hits == 1 and judge.misses == 2
+    assert all(isinstance(k, bytes) and len(k) == 16 for k in judge._memo.values)
+    by_prompt = cached(FunctionJudge(lambda prompt, completion: float(len(prompt))))
+    assert by_prompt.scores(["ab", "a"], ["c", "bc"]).tolist() == [2.0, 1.0]  # two keys
+
+
+def test_vader_scores_a_long_word_of_punctuation_the_same_in_linear_time():
+    from vader import polarity_scores
+
+    judge = load_judge("vader", JudgeOptions(cache=False))
+    texts = ["a good film " + ":)" * 400 + "!" * 7, "bad " + "?" * 3 + "." * 1000 + "??!"]
+    want = torch.tensor([polarity_scores(t)["compound"] for t in texts])
+    torch.testing.assert_close(judge.scores(["x", "x"], texts), want)
+    start = time.monotonic()
+    judge.scores(["x"], ["great " + "!" * 200_000])  # quadratic: 9 s; linear: milliseconds
+    assert time.monotonic() - start < 3.0
+
+
 def test_specs_that_name_no_judge_are_one_line_errors(tmp_path, folders):
     (tmp_path / "empty").mkdir()
     for spec, said in (
@@ -193,7 +218,7 @@ def test_nash_md_takes_a_pairwise_lm_judge_and_ppo_refuses_it(folders, policy, t
 
 def test_trainers_take_a_judge_server(folders, policy, tmp_path):
     from nlhf.judge.server import create_app
-    from nlhf.label.server import running_server
+    from nlhf.web import running_server
 
     judge = load_judge(str(folders["llama-reward-chat"]))
     with running_server(create_app(judge, spec="reward")) as url:

@@ -43,3 +43,12 @@ def test_a_score_judge_loses_the_penalty_from_its_scores_and_loads_by_option():
     drop = plain.scores(P[:2], texts) - judge.scores(P[:2], texts)
     torch.testing.assert_close(drop, torch.tensor([0.05, 0.20]))
     assert length_penalized(plain, 0.0) is plain
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1e308, -101.0])
+def test_a_non_finite_or_absurd_penalty_is_refused_when_the_config_is_made(value):
+    from nlhf.judge.serve_cli import Config
+
+    with pytest.raises(ValueError, match=r"judge_length_penalty must be in \[-100, 100\]"):
+        Config(judge_length_penalty=value)
+    assert Config(judge_length_penalty=-100.0).judge_length_penalty == -100.0

@@ -1,18 +1,26 @@
 """``nlhf judge serve``: the server batches concurrent clients, answers what the judge in this
-process answers, refuses malformed requests with a 4xx and keeps serving; trainers use it."""
+process answers, refuses malformed, oversized, unauthenticated and late requests with a 4xx or
+503 and keeps serving; a failing request fails alone; trainers use it.  The memory and stall
+claims are measured on a server in a subprocess."""
 
+import logging
+import subprocess
+import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
 import torch
 
+import children
 from nlhf.judge.server import create_app
-from nlhf.label.server import running_server
 from nlhf.models.errors import ModelError
 from nlhf.models.judges import FunctionJudge, JudgeOptions, ScoreJudge, load_judge
 from nlhf.models.judges.remote import RemoteJudge, RemoteScoreJudge, remote_judge
+from nlhf.web import running_server
 
 
 def length_score(prompt: str, completion: str) -> float:
@@ -122,21 +130,30 @@ def test_load_judge_takes_a_url_and_an_unreachable_one_is_one_error():
         load_judge(url)
 
 
-def test_the_serve_command_runs_and_answers(tmp_path):
-    import subprocess
-    import sys
-
-    import children
-
+def start(tmp_path, *options, **env):
+    """``nlhf judge serve --judge vader`` in a subprocess; returns it and its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nlhf.cli", "judge", "serve", "--judge", "vader", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8",
-        env=children.env(tmp_path), preexec_fn=children.default_signals,
+        [sys.executable, "-m", "nlhf.cli", "judge", "serve", "--judge", "vader", "--port", "0",
+         "--log-level", "error", *options],
+        stdout=subprocess.PIPE, stderr=(tmp_path / "stderr.txt").open("w"), encoding="utf-8",
+        env=children.env(tmp_path, **env), preexec_fn=children.default_signals,
     )  # fmt: skip
+    line = proc.stdout.readline()
+    assert line.startswith("nlhf judge: serving vader on http://127.0.0.1:"), line
+    return proc, line.split(" on ")[1].strip()
+
+
+def stop(proc):
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_the_serve_command_answers_and_takes_its_token_from_the_environment(tmp_path, monkeypatch):
+    proc, url = start(tmp_path, NLHF_JUDGE_TOKEN="from-the-env")
     try:
-        line = proc.stdout.readline()
-        assert line.startswith("nlhf judge: serving vader on http://127.0.0.1:"), line
-        url = line.split(" on ")[1].strip()
+        with pytest.raises(ModelError, match="401"):
+            load_judge(url)
+        monkeypatch.setenv("NLHF_JUDGE_TOKEN", "from-the-env")
         judge = load_judge(url)
         assert isinstance(judge, ScoreJudge)
         p = judge(["x"], ["a wonderful film"], ["an awful film"])
@@ -144,8 +161,7 @@ def test_the_serve_command_runs_and_answers(tmp_path):
             p, load_judge("vader")(["x"], ["a wonderful film"], ["an awful film"])
         )
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)
 
 
 def test_a_server_serves_a_judge_not_another_server():
@@ -153,3 +169,199 @@ def test_a_server_serves_a_judge_not_another_server():
 
     with pytest.raises(ValueError, match="not another server"):
         Config(judge="http://127.0.0.1:1")
+
+
+def test_a_text_longer_than_the_judge_reads_is_refused_before_it_is_scored():
+    seen = []
+    judge = FunctionJudge(lambda prompt, completion: seen.append(completion) or 1.0)
+    with running_server(create_app(judge)) as url, httpx.Client(base_url=url) as http:
+        fits = http.post("/scores", json={"prompts": ["x"], "completions": ["a" * 16 * 512]})
+        r = http.post("/compare", json={"prompts": ["x"], "a": ["y"], "b": ["b" * 8193]})
+    assert fits.status_code == 200 and seen == ["a" * 8192]
+    assert r.status_code == 413 and r.json()["detail"].startswith("b[0] has 8193 characters")
+
+
+def test_a_request_past_its_deadline_gets_503_and_is_dropped_if_not_started():
+    seen, judging = [], threading.Event()
+    ask = {"prompts": ["x"], "completions": ["slow"]}
+
+    def slow(prompt, completion):
+        seen.append(completion)
+        if completion == "slow":
+            judging.set()
+            time.sleep(3.0)
+        return 1.0
+
+    app = create_app(FunctionJudge(slow), deadline=1.0)
+    with running_server(app) as url, httpx.Client(base_url=url, timeout=60) as http:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(http.post, "/scores", json=ask)
+            assert judging.wait(30)
+            queued = http.post("/scores", json={"prompts": ["x"], "completions": ["queued"]})
+            first = first.result()
+        assert first.status_code == queued.status_code == 503
+        assert first.headers["retry-after"] == "1" and "within 1 s" in first.json()["detail"]
+        time.sleep(3.0)  # the worker finishes "slow", then drops "queued" unjudged
+        after = http.post("/scores", json={"prompts": ["x"], "completions": ["after"]})
+    assert after.json() == {"scores": [1.0]}
+    assert seen == ["slow", "after"]
+
+
+def test_a_failing_request_among_8_concurrent_clients_fails_alone():
+    holding = threading.Event()
+
+    def picky(prompt, completion):
+        if completion == "hold":  # keeps the worker busy while the eight queue up
+            holding.set()
+            time.sleep(2.0)
+        if completion == "boom":
+            raise RuntimeError("the judge cannot read boom")
+        return float(len(completion))
+
+    app = create_app(FunctionJudge(picky))
+    with running_server(app) as url:
+        client = remote_judge(url)
+
+        def ask(i):
+            try:
+                return client.scores(["x"], ["boom" if i == 3 else "a" * i]).tolist()
+            except ModelError as exc:
+                return str(exc)
+
+        with ThreadPoolExecutor(9) as pool:
+            hold = pool.submit(client.scores, ["x"], ["hold"])
+            assert holding.wait(30)
+            answers = list(pool.map(ask, range(8)))
+            hold.result()
+        batches = app.state.batcher.batches
+    assert "500 the judge failed: RuntimeError: the judge cannot read boom" in answers[3]
+    assert [a for i, a in enumerate(answers) if i != 3] == [[float(i)] for i in range(8) if i != 3]
+    assert batches < 9  # the seven were judged together
+
+
+def bearer(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_wrong_tokens_are_logged_and_slowed_down_and_a_401_asks_for_bearer(caplog):
+    app = create_app(FunctionJudge(length_score), token="s3cret")
+    with running_server(app) as url, httpx.Client(base_url=url) as http:
+        with caplog.at_level(logging.WARNING, logger="nlhf.judge.server"):
+            guesses = [http.get("/info", headers=bearer(f"g{i}")) for i in range(8)]
+            right = http.get("/info", headers=bearer("s3cret"))
+        assert [r.status_code for r in guesses] == [401] * 6 + [429] * 2
+        assert guesses[0].headers["www-authenticate"] == "Bearer"
+        assert right.status_code == 429  # even the right token waits out the pause
+        time.sleep(int(right.headers["retry-after"]))
+        assert http.get("/info", headers=bearer("s3cret")).status_code == 200
+    warned = [r.getMessage() for r in caplog.records if "wrong token" in r.getMessage()]
+    assert len(warned) == 6 and "from 127.0.0.1 (6 in a row)" in warned[-1]
+
+
+def test_the_token_is_checked_before_the_body_is_read():
+    import socket
+    from urllib.parse import urlsplit
+
+    app = create_app(FunctionJudge(length_score), token="s3cret")
+    with running_server(app) as url:
+        where = urlsplit(url)
+        with socket.create_connection((where.hostname, where.port), timeout=10) as sock:
+            sock.sendall(
+                b"POST /scores HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 60000000\r\n\r\n"  # and no body: the answer must not wait for it
+            )
+            assert sock.recv(4096).startswith(b"HTTP/1.1 401")
+
+
+def memory_mb(pid: int, field: str) -> float:
+    """``VmRSS`` (now) or ``VmHWM`` (peak) of a process, in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field}")
+
+
+def post_raw(url: str, path: str, body: bytes) -> str:
+    """POST ``body`` without a token, stopping as soon as the server answers or closes; the
+    status line, or "reset" when it closed without one."""
+    import select
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    with socket.create_connection((where.hostname, where.port), timeout=60) as sock:
+        head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        sock.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode())
+        view = memoryview(body)
+        try:
+            for start in range(0, len(body), 1 << 20):
+                if select.select([sock], [], [], 0)[0]:
+                    break  # answered (or closed) before the body was sent
+                sock.sendall(view[start : start + (1 << 20)])
+            return sock.recv(4096).decode("latin-1").split("\r\n")[0] or "reset"
+        except (BrokenPipeError, ConnectionResetError):
+            return "reset"
+
+
+@pytest.mark.slow
+def test_four_unauthenticated_60_MB_bodies_leave_peak_memory_within_50_MB(tmp_path):
+    proc, url = start(tmp_path, NLHF_JUDGE_TOKEN="s3cret")
+    try:
+        assert remote_judge(url, "s3cret").scores(["x"], ["a good film"]).shape == (1,)
+        before = memory_mb(proc.pid, "VmHWM")
+        body = b"[" * (60 * 2**20)
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda _: post_raw(url, "/scores", body), range(4)))
+        grown = memory_mb(proc.pid, "VmHWM") - before
+        print(f"\nfour unauthenticated 60 MB bodies: {answers}, peak RSS +{grown:.1f} MB")
+        assert all(a in ("HTTP/1.1 401 Unauthorized", "reset") for a in answers), answers
+        assert grown < 50
+    finally:
+        stop(proc)
+
+
+@pytest.mark.slow
+def test_40_unique_8_MB_prompts_leave_memory_within_50_MB(tmp_path):
+    proc, url = start(tmp_path, "judge_max_length=600000")  # texts up to 9.6 M characters
+    try:
+        with httpx.Client(base_url=url, timeout=120) as http:
+
+            def ask(i):
+                body = {"prompts": [f"{i} " + "x" * 8_000_000], "completions": ["a good film"]}
+                assert http.post("/scores", json=body).status_code == 200
+
+            for i in range(3):
+                ask(i)
+            before = memory_mb(proc.pid, "VmRSS")
+            for i in range(3, 43):
+                ask(i)
+            grown = memory_mb(proc.pid, "VmRSS") - before
+        print(f"\n40 unique 8 MB prompts: RSS +{grown:.1f} MB")
+        assert grown < 50
+    finally:
+        stop(proc)
+
+
+@pytest.mark.slow
+def test_a_200_kB_punctuation_text_leaves_a_parallel_request_under_a_second(tmp_path):
+    proc, url = start(tmp_path, "judge_max_length=16384")  # 262,144 characters: it is scored
+    small = {"prompts": ["x"], "completions": ["a good film"]}
+    try:
+        with httpx.Client(base_url=url, timeout=300) as http, ThreadPoolExecutor(1) as pool:
+            assert http.post("/scores", json=small).status_code == 200
+            start_time = time.monotonic()
+            big = pool.submit(
+                http.post, "/scores", json={"prompts": ["x"], "completions": ["!" * 200_000]}
+            )
+            time.sleep(0.1)
+            waits = []
+            while not (big.done() and waits):
+                sent = time.monotonic()
+                assert http.post("/scores", json=small).status_code == 200
+                waits.append(time.monotonic() - sent)
+            answer, took = big.result(), time.monotonic() - start_time
+        print(f"\n200 kB of '!': answered in {took:.2f} s, parallel requests in {max(waits):.3f} s")
+        assert answer.status_code == 200 and took < 120  # the server's default deadline
+        assert max(waits) < 1.0
+    finally:
+        stop(proc)

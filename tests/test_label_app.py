@@ -267,7 +267,29 @@ def test_admin_page_tokens_and_escaped_names(store):
     (row,) = [json.loads(line) for line in export.text.splitlines()]
     assert row["rejected"] in (EVIL, "plain answer")
     assert client.get("/admin/export.jsonl?ties=keep").status_code == 400
-    assert client.get("/admin/export.jsonl?min_votes=x").status_code == 422
+    assert client.get("/admin/export.jsonl?min_votes=x").status_code == 400
+
+
+def test_token_check_boxes_take_on_true_or_1_and_refuse_anything_else(store):
+    client = TestClient(local_app(store), base_url=LOCAL)
+    assert token_sign_in(client, store.create_token("boss", admin=True)).status_code == 303
+    form = {"name": "eve", "csrf_token": form_token(client.get("/admin").text)}
+    for field, value in [("admin", "0"), ("admin", "false"), ("admin", ""), ("replace", "0")]:
+        r = client.post("/admin/tokens", data={**form, field: value})
+        assert r.status_code == 400 and f"{field} must be on, true or 1" in r.text, (field, value)
+    assert "eve" not in [account.name for account in store.labelers()]
+    for value in ("on", "true", "1"):
+        r = client.post("/admin/tokens", data={**form, "admin": value, "replace": value})
+        assert r.status_code == 200 and store.labelers()[-1].is_admin, value
+
+
+def test_query_numbers_are_plain_ascii_digits_else_400(store):
+    client = TestClient(local_app(store), base_url=LOCAL)
+    sign_in(client, "ann")
+    for raw in ("1_000", "+1", " 1", "²", "١", "x", "", "0"):
+        r = client.get("/admin/export.jsonl", params={"min_votes": raw})
+        assert r.status_code == 400, (raw, r.status_code)
+    assert client.get("/admin/export.jsonl", params={"min_votes": "1"}).status_code == 200
 
 
 def test_labeler_cannot_use_anothers_assignment(store):

@@ -196,3 +196,25 @@ def test_keys_rotate_signs_everyone_out(tmp_path, capsys):
     assert (tmp_path / "l.sqlite.key").read_text() != old
     assert store.session(digest(session.nonce)).ended
     store.close()
+
+
+def test_a_key_file_that_is_a_folder_or_in_a_missing_folder_is_refused(tmp_path, capsys):
+    db = str(tmp_path / "l.sqlite")
+    LabelStore(db).close()
+    assert cli.main(["label", "keys", "--db", db, "--key-file", str(tmp_path)]) == 2
+    assert f"{tmp_path}: the session key file is a folder" in one_error_line(capsys)
+    key = tmp_path / "missing" / "deeper" / "l.key"
+    assert cli.main(["label", "keys", "--db", db, "--key-file", str(key), "--rotate"]) == 2
+    assert f"no folder {key.parent}" in one_error_line(capsys)
+    assert not (tmp_path / "missing").exists()
+
+
+def test_export_refuses_a_folder_or_a_missing_folder_as_out(tmp_path, capsys):
+    db = str(tmp_path / "l.sqlite")
+    LabelStore(db).close()
+    assert cli.main(["label", "export", "--db", db, "--out", str(tmp_path)]) == 2
+    assert f"out: {tmp_path} is a folder" in one_error_line(capsys)
+    out = tmp_path / "missing" / "p.jsonl"
+    assert cli.main(["label", "export", "--db", db, "--out", str(out)]) == 2
+    assert f"out: no folder {out.parent}" in one_error_line(capsys)
+    assert not out.parent.exists()

@@ -15,7 +15,7 @@ import browser
 from nlhf.label import clips
 from nlhf.label.app import AppSettings, create_app
 from nlhf.label.media import Clip
-from nlhf.label.server import running_server
+from nlhf.web import running_server
 from nlhf.label.store import LabelStore
 from nlhf.label.tasks import TaskInput
 

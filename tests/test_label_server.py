@@ -70,6 +70,25 @@ def test_token_mode_server_prints_an_admin_link_and_refuses_strangers(tmp_path):
         stop(proc)
 
 
+def test_forwarded_addresses_count_only_when_the_proxy_is_named(tmp_path):
+    db = str(tmp_path / "l.sqlite")
+    seed_tasks(db, 1)
+    for named, want_429 in (((), True), (("--forwarded-allow-ips", "127.0.0.1"), False)):
+        proc, url = start_server(db, 1, "--auth", "token", *named)
+        try:
+            with httpx.Client(base_url=url) as client:
+                statuses = [
+                    client.get("/api/next", headers={
+                        "Authorization": f"Bearer guess{i}", "X-Forwarded-For": f"10.0.0.{i}",
+                    }).status_code
+                    for i in range(60)
+                ]  # fmt: skip
+        finally:
+            stop(proc)
+        assert statuses[:6] == [401] * 6
+        assert (429 in statuses) == want_429, statuses  # rotating addresses dodge no limit
+
+
 def stop(proc):
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)

@@ -46,7 +46,7 @@ RULES = (
     Rule("nlhf.data", ("nlhf.train", "nlhf.models"), "data knows no models and no training"),
     Rule("nlhf.eval", ("nlhf.train",), "evaluation never imports training"),
     Rule("nlhf.label", ("nlhf.train",), "labeling never imports training"),
-    Rule("nlhf.judge", ("nlhf.train",), "judges are checked without training"),
+    Rule("nlhf.judge", ("nlhf.train", "nlhf.label"), "judges stand apart from training, labels"),
     *(
         Rule(f"nlhf.{layer}", ("nlhf.experiment", "nlhf.demo"), "experiments sit on top")
         for layer in ("losses", "tabular", "data", "models", "train", "control", "eval", "label")

@@ -5,6 +5,7 @@
 
 Modules: ``evaluation`` (accuracy, calibration, position and length bias, agreement of two
 judges: numpy, plus the loop that asks a judge about every pair), ``eval_report``
-(metrics.json and report.md) and ``eval_cli`` (``nlhf judge eval``); ``server`` and
-``serve_cli`` (``nlhf judge serve``).  The judges themselves live in nlhf.models.judges.
+(metrics.json and report.md) and ``eval_cli`` (``nlhf judge eval``); ``server`` (a router and
+its batching worker) and ``serve_cli`` (``nlhf judge serve``), served by nlhf.web.  The judges
+themselves live in nlhf.models.judges.
 """

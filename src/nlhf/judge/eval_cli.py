@@ -29,12 +29,12 @@ from nlhf.files import check_folder_option
 from nlhf.judge.eval_report import write_report
 from nlhf.judge.evaluation import (
     agreement,
-    cohen_kappa,
     disagreements,
     judge_metrics,
     judge_pairs,
     longer_wins,
     picks,
+    weighted_kappa,
 )
 from nlhf.models.judges import load_judge
 from nlhf.models.judges.load import JUDGE_HELP, JudgeFields
@@ -69,14 +69,12 @@ class Config(JudgeFields):
     show: int = option(5, "with --judge2: list this many pairs where the two judges disagree")
     progress: bool = option(True, "show a progress bar")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         if not self.judge:
             raise ValueError("judge: give the judge to check: " + JUDGE_KINDS)
         if self.max_pairs is not None and self.max_pairs < 1:
             raise ValueError(f"max_pairs must be ≥ 1 or none, got {self.max_pairs}")
-        if self.show < 0:
-            raise ValueError(f"show must be ≥ 0, got {self.show}")
+        self.at_least(0, "show")
         check_source("data", self.data, DATA_SETS)
         check_folder_option("out", self.out)
 
@@ -120,7 +118,7 @@ def evaluate(config: Config) -> dict[str, Any]:
     both = None
     if len(verdicts) == 2:
         p, q = verdicts[0].p, verdicts[1].p
-        kappa = cohen_kappa(picks(p), picks(q))
+        kappa = weighted_kappa(picks(p), picks(q))
         both = {
             "share": agreement(picks(p), picks(q)),
             "kappa": None if math.isnan(kappa) else kappa,

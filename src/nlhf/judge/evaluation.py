@@ -1,6 +1,6 @@
 """How well a judge agrees with labelled preference pairs: numpy metrics and one runner.
 
-    from nlhf.judge.evaluation import judge_pairs, judge_metrics, agreement, cohen_kappa
+    from nlhf.judge.evaluation import judge_pairs, judge_metrics, agreement, weighted_kappa
     verdict = judge_pairs(judge, prompts, chosen, rejected, batch_size=32)
     metrics = judge_metrics(verdict, longer_wins(chosen, rejected))
 
@@ -61,9 +61,10 @@ def longer_wins(chosen: Sequence[str], rejected: Sequence[str]) -> np.ndarray:
     return 0.5 + 0.5 * np.sign(c - r)
 
 
-def cohen_kappa(x: np.ndarray, y: np.ndarray) -> float:
-    """κ = (p_o − p_e) / (1 − p_e) of two arrays of picks, p_o their :func:`agreement` and
-    p_e the agreement expected from their pick frequencies alone; NaN when p_e = 1."""
+def weighted_kappa(x: np.ndarray, y: np.ndarray) -> float:
+    """Cohen's κ = (p_o − p_e) / (1 − p_e) of two arrays of picks, weighted (a tie against a
+    pick agrees ½): p_o their :func:`agreement`, p_e the agreement expected from their pick
+    frequencies alone; NaN when p_e = 1.  The categorical κ is nlhf.label.agreement's."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     fx = np.array([np.mean(x == k) for k in PICKS])
     fy = np.array([np.mean(y == k) for k in PICKS])

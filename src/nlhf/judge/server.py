@@ -1,19 +1,20 @@
 """A judge over HTTP: the app ``nlhf judge serve`` runs, batching concurrent requests.
 
-    from nlhf.judge.server import create_app
-    app = create_app(judge, spec="runs/rm/model", token="")   # served with nlhf.label.server
+    app = create_app(judge, spec="runs/rm/model", token="", max_chars=8192)   # nlhf.web.serve
 
     GET  /info     {"kind": "score" | "pairwise", "scale": s, "judge": spec, "batches": n}
     POST /compare  {"prompts": [...], "a": [...], "b": [...]}  → {"p": [P(a ≻ b), ...]}
     POST /scores   {"prompts": [...], "completions": [...]}     → {"scores": [...]} (score judges)
 
 Requests that arrive while the judge is busy wait in a queue; the worker thread takes all of
-them (up to ``max_items`` comparisons), makes one judge call per kind and answers each its
-share, so several trainers (or GPUs) keep one judge model busy.  With a ``token`` every
-request needs ``Authorization: Bearer <token>`` (401 otherwise).  A malformed request gets a
-4xx naming what is wrong (422: lists of different lengths, text that is not Unicode; 413: a
-body past the limit); a judge that fails on a request answers that request 500 and the server
-goes on serving.  Clients: nlhf.models.judges.remote.
+them (up to ``max_batch`` comparisons) and makes one judge call per kind; if that call fails,
+it asks again one request at a time, so only a request the judge fails on gets 500.  Refusals,
+in order: with a ``token``, 401 without ``Authorization: Bearer <token>``, before any of the
+body is read (wrong tokens slow their address down: 429, nlhf.web.Throttle); 413 for a body
+past what ``max(max_batch, 256)`` comparisons of full-length texts need; 422 for a malformed
+body; 413 for a text longer than ``max_chars``; 503 when no answer came within ``deadline``
+seconds (a request the worker has not started by then is dropped).  Clients:
+nlhf.models.judges.remote.
 """
 
 from __future__ import annotations
@@ -21,35 +22,29 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import math
 import queue
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from nlhf.label.limits import BodyLimit
 from nlhf.models.judges.base import ScoreJudge
+from nlhf.web import BodyLimit, Throttle
 
 log = logging.getLogger(__name__)
 
 MAX_ITEMS_PER_REQUEST = 4096
-MAX_BODY_BYTES = 64 * 1024 * 1024
+CHARS_PER_TOKEN = 16  # ``nlhf judge serve``: max_chars = CHARS_PER_TOKEN × judge_max_length
+BYTES_PER_CHAR = 4  # UTF-8's widest
 
-
-def _unicode(texts: list[str], name: str) -> list[str]:
-    for i, text in enumerate(texts):
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError(f"{name}[{i}] is not valid Unicode (a lone surrogate)") from None
-    return texts
+router = APIRouter()
 
 
 class CompareIn(BaseModel):
@@ -65,8 +60,6 @@ class CompareIn(BaseModel):
                 f"prompts, a and b need one entry each per comparison; got {len(self.prompts)}, "
                 f"{len(self.a)} and {len(self.b)}"
             )
-        for name in ("prompts", "a", "b"):
-            _unicode(getattr(self, name), name)
         return self
 
 
@@ -82,8 +75,6 @@ class ScoresIn(BaseModel):
                 f"prompts and completions differ in length: {len(self.prompts)} and "
                 f"{len(self.completions)}"
             )
-        _unicode(self.prompts, "prompts")
-        _unicode(self.completions, "completions")
         return self
 
 
@@ -97,13 +88,14 @@ class _Job:
 class Batcher:
     """One worker thread that runs the judge on everything waiting, in one call per kind."""
 
-    def __init__(self, judge: Any, max_items: int = 256) -> None:
-        self.judge, self.max_items, self.batches = judge, max_items, 0
+    def __init__(self, judge: Any, max_batch: int = 256) -> None:
+        self.judge, self.max_batch, self.batches = judge, max_batch, 0
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._thread = threading.Thread(target=self._work, name="judge-batcher", daemon=True)
         self._thread.start()
 
     def submit(self, kind: str, *columns: list[str]) -> Future:
+        """The values for one request; cancelling the future before it starts drops it."""
         job = _Job(kind, columns, Future())
         self._queue.put(job)
         return job.future
@@ -115,7 +107,7 @@ class Batcher:
     def _work(self) -> None:
         while (job := self._queue.get()) is not None:
             jobs, size = [job], len(job.columns[0])
-            while size < self.max_items:
+            while size < self.max_batch:
                 try:
                     more = self._queue.get_nowait()
                 except queue.Empty:
@@ -125,6 +117,7 @@ class Batcher:
                     break
                 jobs.append(more)
                 size += len(more.columns[0])
+            jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
             for kind in ("compare", "scores"):
                 group = [j for j in jobs if j.kind == kind]
                 if group:
@@ -137,10 +130,13 @@ class Batcher:
         try:
             values = self.judge(*merged) if kind == "compare" else self.judge.scores(*merged)
             values = values.float().cpu().tolist()
-        except Exception as exc:  # the requests fail, the server goes on
-            log.exception("judge failed on a batch of %d", len(merged[0]))
-            for job in group:
-                job.future.set_exception(exc)
+        except Exception as exc:  # the request fails, the server goes on
+            if len(group) > 1:  # ask again one by one: only the failing request fails
+                for job in group:
+                    self._run(kind, [job])
+                return
+            log.exception("judge failed on a request of %d", len(merged[0]))
+            group[0].future.set_exception(exc)
             return
         self.batches += 1
         start = 0
@@ -150,67 +146,120 @@ class Batcher:
             start += n
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"detail": message}, status_code=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": message}, status_code=status, headers=headers)
 
 
-def create_app(judge: Any, spec: str = "", token: str = "", max_items: int = 256) -> FastAPI:
-    """The judge server's ASGI app (``app.state.batcher`` runs the judge)."""
-    app = FastAPI(title="nlhf judge", docs_url=None, redoc_url=None, openapi_url=None)
-    batcher = Batcher(judge, max_items)
-    app.state.batcher = batcher
+class NeedToken:
+    """ASGI middleware: 401 without ``Authorization: Bearer <token>``, before the body is read;
+    a wrong token is logged and counted per address, and an address that keeps sending wrong
+    ones gets 429 with ``Retry-After`` for a while."""
+
+    def __init__(self, app: Any, *, token: str, throttle: Throttle) -> None:
+        self.app, self.expected, self.throttle = app, f"Bearer {token}".encode(), throttle
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        client = scope["client"][0] if scope.get("client") else "unknown"
+        sent = dict(scope["headers"]).get(b"authorization")
+        wait = math.ceil(self.throttle.wait(client))
+        if wait > 0:
+            message = f"too many wrong tokens from {client}: try again in {wait} s"
+            response = _error(429, message, {"Retry-After": str(wait)})
+        elif sent is not None and hmac.compare_digest(sent, self.expected):
+            self.throttle.succeeded(client)
+            await self.app(scope, receive, send)
+            return
+        else:
+            if sent is not None:
+                failures = self.throttle.failed(client)
+                log.warning("nlhf judge: wrong token from %s (%d in a row)", client, failures)
+            message = "send 'Authorization: Bearer <token>' with this server's token"
+            response = _error(401, message, {"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
+
+
+async def _answer(request: Request, kind: str, body: BaseModel) -> Response:
+    state = request.app.state
+    columns = dict(body)
+    for name, texts in columns.items():
+        for i, text in enumerate(texts):
+            if len(text) > state.max_chars:
+                return _error(
+                    413, f"{name}[{i}] has {len(text)} characters; this judge reads at most "
+                    f"{state.max_chars} (its judge_max_length × {CHARS_PER_TOKEN})"
+                )  # fmt: skip
+            if not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    return _error(422, f"{name}[{i}] is not valid Unicode (a lone surrogate)")
+    future = state.batcher.submit(kind, *columns.values())
+    try:
+        values = await asyncio.wait_for(asyncio.wrap_future(future), state.deadline)
+    except TimeoutError:
+        message = f"no answer within {state.deadline:g} s: the judge is busy; try again"
+        return _error(503, message, {"Retry-After": "1"})
+    except Exception as exc:
+        return _error(500, f"the judge failed: {type(exc).__name__}: {exc}"[:500])
+    return JSONResponse({"p" if kind == "compare" else "scores": values})
+
+
+@router.get("/info")
+async def info(request: Request) -> dict[str, Any]:
+    judge, batcher = request.app.state.batcher.judge, request.app.state.batcher
     is_score = isinstance(judge, ScoreJudge)
+    return {
+        "kind": "score" if is_score else "pairwise",
+        "scale": judge.scale if is_score else None,
+        "judge": request.app.state.spec,
+        "batches": batcher.batches,
+    }
 
-    @app.middleware("http")
-    async def need_token(request: Request, call_next: Any) -> Response:
-        if token:
-            sent = request.headers.get("authorization", "")
-            if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
-                return _error(401, "send 'Authorization: Bearer <token>' with this server's token")
-        return await call_next(request)
 
-    async def answer(kind: str, *columns: list[str]) -> list[float]:
-        return await asyncio.wrap_future(batcher.submit(kind, *columns))
+@router.post("/compare")
+async def compare(request: Request, body: CompareIn) -> Response:
+    return await _answer(request, "compare", body)
 
-    @app.get("/info")
-    async def info() -> dict[str, Any]:
-        return {
-            "kind": "score" if is_score else "pairwise",
-            "scale": judge.scale if is_score else None,
-            "judge": spec,
-            "batches": batcher.batches,
-        }
 
-    @app.post("/compare")
-    async def compare(body: CompareIn) -> Response:
-        try:
-            return JSONResponse({"p": await answer("compare", body.prompts, body.a, body.b)})
-        except Exception as exc:
-            return _error(500, f"the judge failed: {type(exc).__name__}: {exc}"[:500])
+@router.post("/scores")
+async def scores(request: Request, body: ScoresIn) -> Response:
+    if not isinstance(request.app.state.batcher.judge, ScoreJudge):
+        return _error(400, "this judge compares pairs and gives no scores: POST /compare")
+    return await _answer(request, "scores", body)
 
-    @app.post("/scores")
-    async def scores(body: ScoresIn) -> Response:
-        if not is_score:
-            return _error(400, "this judge compares pairs and gives no scores: POST /compare")
-        try:
-            return JSONResponse({"scores": await answer("scores", body.prompts, body.completions)})
-        except Exception as exc:
-            return _error(500, f"the judge failed: {type(exc).__name__}: {exc}"[:500])
 
-    @app.exception_handler(RequestValidationError)
-    async def malformed(request: Request, exc: RequestValidationError) -> Response:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
-            for e in exc.errors()
-        )
-        return _error(422, f"malformed request: {problems}"[:1000])
+async def _malformed(request: Request, exc: RequestValidationError) -> Response:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
+        for e in exc.errors()
+    )
+    return _error(422, f"malformed request: {problems}"[:1000])
 
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        return _error(exc.status_code, str(exc.detail))
 
-    def refuse(request: Request, status: int, message: str) -> Response:
-        return _error(status, message)
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    return _error(exc.status_code, str(exc.detail))
 
-    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES, refuse=refuse)
+
+def create_app(
+    judge: Any,
+    spec: str = "",
+    token: str = "",
+    max_batch: int = 256,
+    max_chars: int = CHARS_PER_TOKEN * 512,
+    deadline: float = 120.0,
+) -> FastAPI:
+    """The judge server's ASGI app (``app.state.batcher`` runs the judge)."""
+    app = FastAPI(title="nlhf judge", docs_url=None, redoc_url=None, openapi_url=None,
+                  routes=router.routes)  # fmt: skip
+    app.state.batcher, app.state.spec = Batcher(judge, max_batch), spec
+    app.state.max_chars, app.state.deadline = max_chars, deadline
+    app.add_exception_handler(RequestValidationError, _malformed)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    max_bytes = 3 * max(max_batch, 256) * max_chars * BYTES_PER_CHAR
+    app.add_middleware(BodyLimit, max_bytes=max_bytes, refuse=lambda r, s, m: _error(s, m))
+    if token:  # outermost: the token is checked before the body is read
+        app.add_middleware(NeedToken, token=token, throttle=Throttle())
     return app

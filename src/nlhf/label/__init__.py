@@ -19,8 +19,8 @@ run API), ``generate`` (tasks sampled from policies), ``db`` (tables, SQLite WAL
 (labels → pairs), ``security`` (tokens, cookies, CSRF, the request ``Guard``), ``pages``
 (templates), ``routes_pages`` / ``routes_api`` / ``routes_media`` (the routes), ``deps``
 (what routes ask for), ``errors`` (error answers), ``settings`` and ``app`` (``create_app``),
-``server`` (uvicorn), ``*_cli`` (commands).  The README screenshots come from
-``scripts/label_screenshots.py``.
+``*_cli`` (commands); serving, body limits and the wrong-token throttle are nlhf.web's.  The
+README screenshots come from ``scripts/label_screenshots.py``.
 """
 
 from nlhf.label.agreement import cohen_kappa, cohen_kappa_from_table, fleiss_kappa

@@ -21,14 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nlhf.config import option
+from nlhf.config import Checked, option
 from nlhf.data import PromptColumn, load_prompts
 from nlhf.label.store import LabelStore
 from nlhf.label.tasks import TaskColumns, TaskInput, read_tasks
 
 
 @dataclass
-class Config:
+class Config(Checked):
     """Add comparison tasks (prompt, response A, response B) to the labeling database, from
     --input, or sampled from --policy (and --opponent) on --prompts.  Clip tasks: rows of
     --input with clip_a and clip_b (GIF or WebM files, paths relative to the file, 8 MB at
@@ -55,16 +55,14 @@ class Config:
     seed: int = option(0, "random seed of the sampler")
     batch_size: int = option(8, "prompts sampled per batch")
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         generating = bool(self.policy or self.opponent or self.prompts)
         if bool(self.input) == generating:
             raise ValueError("give either --input FILE, or --policy MODEL with --prompts FILE")
         if generating and not (self.policy and self.prompts):
             raise ValueError("generation needs both --policy and --prompts")
-        if self.n < 0:
-            raise ValueError(f"n must be ≥ 0, got {self.n}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be ≥ 1, got {self.max_new_tokens}")
+        self.at_least(0, "n")
+        self.at_least(1, "max_new_tokens")
         if self.temperature <= 0 or not 0 < self.top_p <= 1:
             raise ValueError("temperature must be > 0 and top_p in (0, 1]")
 

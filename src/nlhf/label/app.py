@@ -2,7 +2,7 @@
 
     from nlhf.label.app import AppSettings, create_app
     app = create_app(AppSettings(db="labels.sqlite", labels_per_task=3))
-    # served by `nlhf label serve` (nlhf.label.serve_cli) or nlhf.label.server.running_server
+    # served by `nlhf label serve` (nlhf.label.serve_cli) or nlhf.web.running_server
 
 Pages and forms are in ``routes_pages`` (``/``, ``/login``, ``/admin``, …), the JSON API in
 ``routes_api`` (``/api/session``, ``/api/login``, ``/api/next``, ``/api/labels``,
@@ -42,10 +42,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from nlhf.label import errors, routes_api, routes_media, routes_pages
 from nlhf.label.errors import HTTPError, error_response, secured
 from nlhf.label.keys import KeyFile
-from nlhf.label.limits import BodyLimit, Throttle
 from nlhf.label.security import Guard
 from nlhf.label.settings import AppSettings
 from nlhf.label.store import LabelError, LabelStore
+from nlhf.web import BodyLimit, Throttle
 
 __all__ = ["AppSettings", "create_app"]
 

@@ -24,7 +24,7 @@ from fastapi import Depends, Request
 
 from nlhf.label.security import Guard, Identity
 from nlhf.label.settings import AppSettings
-from nlhf.label.store import Labeler, LabelStore
+from nlhf.label.store import LabelerAccount, LabelStore
 
 
 async def store_of(request: Request) -> LabelStore:
@@ -49,7 +49,7 @@ GuardDep = Annotated[Guard, Depends(guard_of)]
 IdentityDep = Annotated[Identity, Depends(identity_of)]
 
 
-async def labeler_of(guard: GuardDep, ident: IdentityDep) -> Labeler:
+async def labeler_of(guard: GuardDep, ident: IdentityDep) -> LabelerAccount:
     return guard.need_labeler(ident)
 
 
@@ -57,4 +57,4 @@ async def admin_of(guard: GuardDep, ident: IdentityDep) -> Identity:
     return guard.need_admin(ident)
 
 
-LabelerDep = Annotated[Labeler, Depends(labeler_of)]
+LabelerDep = Annotated[LabelerAccount, Depends(labeler_of)]

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from nlhf.config import Checked
 from nlhf.data.dataset import write_jsonl
 from nlhf.label.store import LabelRecord, LabelStore, Task
 
@@ -40,18 +41,17 @@ DEFAULT_SOURCE = "nlhf-label"
 
 
 @dataclass(frozen=True)
-class ExportOptions:
+class ExportOptions(Checked):
     aggregate: Literal["majority", "votes"] = "majority"
     ties: Literal["drop", "half"] = "drop"
     min_votes: int = 1
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.aggregate not in ("majority", "votes"):
             raise ValueError(f"aggregate must be majority or votes, got {self.aggregate!r}")
         if self.ties not in ("drop", "half"):
             raise ValueError(f"ties must be drop or half, got {self.ties!r}")
-        if self.min_votes < 1:
-            raise ValueError(f"min_votes must be ≥ 1, got {self.min_votes}")
+        self.at_least(1, "min_votes")
 
 
 def outcome(a: int, b: int, tie: int) -> str:

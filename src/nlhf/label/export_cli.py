@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
-from nlhf.config import option
+from nlhf.config import Checked, option
 from nlhf.label.export import ExportOptions, write_export
 from nlhf.label.serve_cli import DB_HELP
 from nlhf.label.store import LabelStore
 
 
 @dataclass
-class Config:
+class Config(Checked):
     """Export labels as preference pairs (prompt, chosen, rejected, weight, …), one JSON
     object per line; skips and can't-tell answers are never exported."""
 
@@ -37,9 +38,13 @@ class Config:
     )
     min_votes: int = option(1, "export only tasks with at least this many A/B/tie votes")
 
-    def __post_init__(self) -> None:
-        if self.min_votes < 1:
-            raise ValueError(f"min_votes must be ≥ 1, got {self.min_votes}")
+    def check(self) -> None:
+        self.at_least(1, "min_votes")
+        out = Path(self.out)
+        if out.is_dir():
+            raise ValueError(f"out: {out} is a folder; give a file name")
+        if not out.parent.is_dir():
+            raise ValueError(f"out: no folder {out.parent} to write {out.name} in")
 
 
 def run(config: Config) -> int:

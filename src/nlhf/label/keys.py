@@ -38,8 +38,10 @@ def default_key_file(url: str) -> Path | None:
 
 
 def write_key(path: Path) -> None:
-    """A fresh random key in ``path`` (owner read/write only), replaced atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """A fresh random key in ``path`` (owner read/write only), replaced atomically; its folder
+    must exist."""
+    if not path.parent.is_dir():
+        raise LabelError(f"{path}: no folder {path.parent} for the session key file")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 600
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -85,6 +87,8 @@ class KeyFile:
                 f"{url}: give --key-file (a file for the session key, outside the database) "
                 f"or set {ENV}"
             )
+        if path.is_dir():
+            raise LabelError(f"{path}: the session key file is a folder; name a file")
         return cls(path)
 
     def current(self) -> bytes:

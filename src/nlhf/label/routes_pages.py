@@ -43,7 +43,7 @@ MAX_FIELDS = 20
 
 async def read_form(request: Request) -> dict[str, str]:
     """The fields of a urlencoded form body (the first value of each); the body's size was
-    checked as it arrived (nlhf.label.limits.BodyLimit)."""
+    checked as it arrived (nlhf.web.BodyLimit)."""
     if media_type(request.headers) != "application/x-www-form-urlencoded":
         raise HTTPError(415, "Send the form as application/x-www-form-urlencoded.")
     body = await request.body()
@@ -66,10 +66,18 @@ async def checked_form(request: Request, guard: Guard) -> dict[str, str]:
 
 
 def number(raw: str, name: str) -> int:
-    """A form field holding a positive whole number in ASCII digits, else 400."""
+    """A form field or query holding a whole number in plain ASCII digits, else 400."""
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 40:
         raise HTTPError(400, f"{name} must be a number, got {raw[:40]!r}.", back="/")
     return int(raw)
+
+
+def flag(form: dict[str, str], name: str) -> bool:
+    """A check box: absent is False, ``on``, ``true`` or ``1`` is True, anything else 400."""
+    raw = form.get(name)
+    if raw is not None and raw not in ("on", "true", "1"):
+        raise HTTPError(400, f"{name} must be on, true or 1, got {raw[:40]!r}.", back="/admin")
+    return raw is not None
 
 
 def page(
@@ -212,18 +220,13 @@ def admin(
     return admin_page(request, guard, ident, store, settings.labels_per_task, None)
 
 
-@router.get("/admin/export.jsonl")
+@router.get("/admin/export.jsonl", dependencies=[Depends(admin_of)])
 def export(
-    guard: GuardDep,
-    ident: IdentityDep,
-    store: StoreDep,
-    aggregate: str = "majority",
-    ties: str = "drop",
-    min_votes: int = 1,
+    store: StoreDep, aggregate: str = "majority", ties: str = "drop", min_votes: str = "1"
 ) -> Response:
-    guard.need_admin(ident)  # here, not as a dependency: a malformed query is a 422 first
+    votes = number(min_votes, "min_votes")
     try:
-        options = ExportOptions(aggregate, ties, min_votes)  # type: ignore[arg-type]
+        options = ExportOptions(aggregate, ties, votes)  # type: ignore[arg-type]
     except ValueError as exc:
         raise HTTPError(400, str(exc), back="/admin") from None
     return Response(
@@ -240,7 +243,7 @@ async def create_token(
     form = await checked_form(request, guard)
     ident = guard.need_token_admin(guard.need_admin(guard.identity(request)))
     name = form.get("name", "")
-    admin, replace = bool(form.get("admin")), bool(form.get("replace"))
+    admin, replace = flag(form, "admin"), flag(form, "replace")
     token = await run_in_threadpool(lambda: store.create_token(name, admin=admin, replace=replace))
     url = f"{str(request.base_url).rstrip('/')}/login?token={token}"
     new_token = {"name": name.strip(), "url": url, "token": token}

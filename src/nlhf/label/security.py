@@ -16,7 +16,7 @@
   (browsers never add that header on their own).
 - The ``Guard`` admits requests (Host, Origin, content type, token), tells who sent one
   (``Identity``), checks roles and CSRF for the routes (see ``nlhf.label.deps``), and slows
-  down a client that keeps sending wrong tokens (nlhf.label.limits.Throttle).
+  down a client that keeps sending wrong tokens (nlhf.web.Throttle).
 
     guard = Guard(store, KeyFile.for_db("labels.sqlite"), require_tokens=True)
     refused = await guard.admit(request)        # an HTTPError, or None (identity now set)
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import logging
 import math
 import secrets
@@ -42,28 +41,16 @@ from starlette.responses import Response
 
 from nlhf.label.errors import HTTPError
 from nlhf.label.keys import KeyFile
-from nlhf.label.limits import Throttle
-from nlhf.label.store import Labeler, LabelStore
+from nlhf.label.store import LabelerAccount, LabelStore
+from nlhf.web import Throttle, is_loopback
 
 log = logging.getLogger(__name__)
 
-LOOPBACK_NAMES = ("localhost", "localhost.")
 COOKIE = "nlhf_label_session"
 SESSION_SECONDS = 14 * 24 * 3600
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 MODES = ("token", "name", "-")
 JSON_ROUTES = ("/api/login", "/api/labels")  # POST bodies that must be JSON
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and ``localhost``: addresses only this machine can reach."""
-    host = host.strip().strip("[]").lower()
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def host_of(header: str) -> str:
@@ -146,7 +133,7 @@ class SessionSigner:
 class Identity:
     """Who sent a request: a labeler (or nobody yet), how, and what they may do."""
 
-    labeler: Labeler | None
+    labeler: LabelerAccount | None
     session: Session | None
     bearer: bool
     admin: bool  # may see the admin pages
@@ -217,7 +204,7 @@ class Guard:
     def client(self, request: Request) -> str:
         return request.client.host if request.client else "unknown"
 
-    def token_labeler(self, request: Request, token: str) -> Labeler:
+    def token_labeler(self, request: Request, token: str) -> LabelerAccount:
         """The labeler whose token this is; a wrong one is counted, logged and refused (401),
         and a client that keeps trying waits (429)."""
         client = self.client(request)
@@ -255,7 +242,7 @@ class Guard:
         by_token = labeler is not None and session is not None and session.mode == "token"
         return Identity(labeler, session, bearer=False, admin=admin, by_token=by_token)
 
-    def _signed_in(self, session: Session) -> Labeler | None:
+    def _signed_in(self, session: Session) -> LabelerAccount | None:
         """The labeler of a signed-in session that is still valid here, else None."""
         if self.require_tokens and session.mode != "token":
             return None
@@ -276,7 +263,7 @@ class Guard:
         """The identity ``admit`` found for this request."""
         return request.state.ident
 
-    def need_labeler(self, ident: Identity) -> Labeler:
+    def need_labeler(self, ident: Identity) -> LabelerAccount:
         if ident.labeler is None:
             raise HTTPError(401, "Sign in first (POST /api/login with a name, or use a token).")
         return ident.labeler
@@ -314,7 +301,7 @@ class Guard:
     def csrf_token(self, session: Session) -> str:
         return self.signer.csrf_token(session)
 
-    def new_session(self, labeler: Labeler | None, mode: str = "-") -> tuple[Session, str]:
+    def new_session(self, labeler: LabelerAccount | None, mode: str = "-") -> tuple[Session, str]:
         """A fresh session (recorded in the database when signed in) and its cookie value:
         ``mode`` ``token`` or ``name`` for ``labeler``, ``-`` for a visitor not signed in."""
         value = self.signer.sign(labeler.id if labeler else 0, mode if labeler else "-")

@@ -9,7 +9,8 @@ On loopback (the default) labelers sign in with a name.  Listening on any other 
 turns tokens on (``--auth auto``): every page and API call then needs a labeler or admin
 token; on first start an admin token is created and its sign-in link printed once.  Create
 labeler tokens with ``nlhf label tokens --create NAME`` or on the admin page.  Put HTTPS in
-front (a reverse proxy) for use across a network and pass ``--secure-cookies``.
+front (a reverse proxy) for use across a network and pass ``--secure-cookies`` and
+``--forwarded-allow-ips`` with the proxy's address (else clients are told apart by theirs).
 
 Session cookies are signed with a key kept outside the database, in ``<db>.key`` (created
 with owner-only permissions; ``--key-file`` elsewhere, or ``NLHF_LABEL_SECRET``);
@@ -25,19 +26,18 @@ import sys
 from dataclasses import dataclass
 from typing import Literal
 
-from nlhf.config import add_config_arguments, config_from_args, option
+from nlhf.config import Checked, add_config_arguments, config_from_args, option
 from nlhf.errors import one_line
 from nlhf.label.app import AppSettings, create_app
-from nlhf.label.security import is_loopback
-from nlhf.label.server import bind, serve, url_of
 from nlhf.label.store import LabelStore
+from nlhf.web import bind, is_loopback, serve, url_of
 
 DB_HELP = "labeling database: a SQLite file made by `nlhf label add`, or a SQLAlchemy URL"
 KEY_HELP = "file of the cookie-signing key; empty: <db>.key (NLHF_LABEL_SECRET overrides it)"
 
 
 @dataclass
-class Config:
+class Config(Checked):
     """Serve the pairwise labeling app: labelers compare two responses to a prompt; the admin
     page shows counts, agreement and the export."""
 
@@ -56,19 +56,22 @@ class Config:
     secure_cookies: bool = option(False, "mark cookies Secure (when served behind HTTPS)")
     key_file: str = option("", KEY_HELP)
     session_days: float = option(14.0, "a signed-in session ends this many days after sign-in")
+    forwarded_allow_ips: str = option(
+        "", "addresses of your reverse proxy (comma-separated): trust its X-Forwarded-For; "
+        "empty: every client is the address it connects from"
+    )  # fmt: skip
     log_level: Literal["critical", "error", "warning", "info", "debug"] = option(
         "warning", "uvicorn log level"
     )
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.auth == "none" and not is_loopback(self.host):
             raise ValueError(
                 f"--auth none is refused on {self.host}: beyond loopback, tokens are required"
             )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
-        if self.labels_per_task < 1:
-            raise ValueError(f"labels_per_task must be ≥ 1, got {self.labels_per_task}")
+        self.at_least(1, "labels_per_task")
         if self.lease_minutes <= 0:
             raise ValueError(f"lease_minutes must be > 0, got {self.lease_minutes}")
         if self.session_days <= 0:
@@ -110,7 +113,7 @@ def run(config: Config) -> int:
     else:
         print(f"  loopback only: labelers sign in with a name; admin page {url}/admin")
     sys.stdout.flush()
-    serve(app, sock, config.log_level)
+    serve(app, sock, config.log_level, config.forwarded_allow_ips)
     return 0
 
 

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nlhf.config import Checked
+
 
 @dataclass(frozen=True)
-class AppSettings:
+class AppSettings(Checked):
     """How the app runs (``nlhf label serve`` builds this from its command-line config)."""
 
     db: str
@@ -40,10 +42,9 @@ class AppSettings:
     busy_seconds: float = 2.0  # a request waits this long for the database, then 503
     free_token_attempts: int = 5  # wrong tokens per client before each costs a growing pause
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.session_days <= 0 or self.busy_seconds <= 0:
             raise ValueError("session_days and busy_seconds must be > 0")
-        if self.labels_per_task < 1:
-            raise ValueError(f"labels_per_task must be ≥ 1, got {self.labels_per_task}")
+        self.at_least(1, "labels_per_task")
         if self.lease_seconds <= 0:
             raise ValueError(f"lease_seconds must be > 0, got {self.lease_seconds}")

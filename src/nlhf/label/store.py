@@ -97,7 +97,9 @@ class Busy(LabelError):
 
 
 @dataclass(frozen=True)
-class Labeler:
+class LabelerAccount:
+    """A labeler (or admin) as the store knows them: name, role and token state."""
+
     id: int
     name: str
     is_admin: bool
@@ -246,8 +248,8 @@ def _task(row: Row) -> Task:
     )
 
 
-def _labeler(row: Row) -> Labeler:
-    return Labeler(
+def _labeler(row: Row) -> LabelerAccount:
+    return LabelerAccount(
         id=row.id,
         name=row.name,
         is_admin=bool(row.is_admin),
@@ -454,14 +456,14 @@ class LabelStore:
         return total, full
 
     # ----------------------------------------------------------------- labelers
-    def labeler(self, labeler_id: int) -> Labeler | None:
+    def labeler(self, labeler_id: int) -> LabelerAccount | None:
         if not 0 < labeler_id < MAX_ID:
             return None
         with self._reader.begin() as conn:
             row = conn.execute(select(labelers).where(labelers.c.id == labeler_id)).first()
         return _labeler(row) if row else None
 
-    def labeler_by_token(self, token: str) -> Labeler | None:
+    def labeler_by_token(self, token: str) -> LabelerAccount | None:
         """The active labeler whose token this is, else None."""
         if not token:
             return None
@@ -473,11 +475,11 @@ class LabelStore:
             ).first()
         return _labeler(row) if row else None
 
-    def labelers(self) -> list[Labeler]:
+    def labelers(self) -> list[LabelerAccount]:
         with self._reader.begin() as conn:
             return [_labeler(r) for r in conn.execute(select(labelers).order_by(labelers.c.id))]
 
-    def labeler_for_name(self, name: str) -> Labeler:
+    def labeler_for_name(self, name: str) -> LabelerAccount:
         """The labeler called ``name``, created (without a token) if new; used on loopback."""
         name = check_name(name)
         for _ in range(3):
@@ -546,7 +548,7 @@ class LabelStore:
 
     # ----------------------------------------------------------------- sessions
     def open_session(
-        self, digest: str, labeler: Labeler, mode: str, lifetime_seconds: float
+        self, digest: str, labeler: LabelerAccount, mode: str, lifetime_seconds: float
     ) -> None:
         """Record a signed-in session (``digest``: sha256 of its nonce); drops expired ones."""
         now = time.time()

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from nlhf.config import Checked
 from nlhf.data import DataError, PromptContent, Skipped
 from nlhf.data import fields as data_fields
 from nlhf.data.loader import collect
@@ -36,7 +37,7 @@ from nlhf.label.media import Clip, read_clip
 
 
 @dataclass(frozen=True)
-class TaskInput:
+class TaskInput(Checked):
     """One comparison to label: ``response_a`` vs ``response_b`` for ``prompt``."""
 
     prompt: PromptContent
@@ -62,7 +63,7 @@ class TaskInput:
         a, b = names or (f"sha256:{clip_a.sha256}", f"sha256:{clip_b.sha256}")
         return cls(instruction, a, b, source, info or {}, clip_a, clip_b)
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         object.__setattr__(self, "prompt", as_prompt_content(self.prompt))
         self._check_clips()
         for name in ("response_a", "response_b"):

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nlhf.config import option
+from nlhf.config import Checked, option
 from nlhf.label.serve_cli import DB_HELP
 from nlhf.label.store import LabelStore
 
 
 @dataclass
-class Config:
+class Config(Checked):
     """Manage labeler and admin tokens: --create NAME, --revoke NAME, or list them."""
 
     db: str = option("labels.sqlite", DB_HELP)
@@ -30,7 +30,7 @@ class Config:
     revoke: str = option("", "revoke this labeler's token (their labels stay)")
     url: str = option("http://127.0.0.1:8765", "the server's address, for printed sign-in links")
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.create and self.revoke:
             raise ValueError("give --create or --revoke, not both")
 

@@ -16,6 +16,8 @@ text is formatted); ``nlhf.models.judges.load_judge`` builds a judge from a spec
 
 from __future__ import annotations
 
+import re
+import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -97,6 +99,19 @@ class ScoreJudge:
         return torch.sigmoid(self.scale * (s[:n] - s[n:]))
 
 
+# VADER strips a word of punctuation alone by trying each shorter prefix against its lexicon,
+# quadratic in the word's length.  No lexicon entry is longer than 64 characters, so a longer
+# such word is cut there, keeping up to four of the "!" and "?" it loses (VADER's emphasis
+# counts four at most): the score is the same, in linear time.
+_PUNCTUATION = re.escape(string.punctuation + "’ʼ‘")  # and the apostrophes VADER maps to '
+_PUNCTUATION_WORD = re.compile(rf"(?<!\S)[{_PUNCTUATION}]{{65,}}(?!\S)")
+
+
+def _cut(word: re.Match) -> str:
+    rest = word[0][64:]
+    return word[0][:64] + "!" * min(4, rest.count("!")) + "?" * min(4, rest.count("?"))
+
+
 class LexiconJudge(ScoreJudge):
     """VADER compound sentiment (in [−1, 1]) as the score: a cheap, training-free "human"."""
 
@@ -109,7 +124,9 @@ class LexiconJudge(ScoreJudge):
         self.polarity = polarity
 
     def scores(self, prompts, completions) -> torch.Tensor:
-        return torch.tensor([self.polarity(text)["compound"] for text in completions])
+        return torch.tensor(
+            [self.polarity(_PUNCTUATION_WORD.sub(_cut, text))["compound"] for text in completions]
+        )
 
 
 class FunctionJudge(ScoreJudge):

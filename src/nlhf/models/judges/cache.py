@@ -8,13 +8,15 @@
 A score judge caches one score per (prompt, completion), so a K × K matrix of comparisons
 costs K scores; any other judge caches P per (prompt, a, b) and knows (prompt, b, a) from it.
 Only comparisons missing from the cache reach the judge, each once per call.  The cache keeps
-the ``max_items`` newest entries.
+the ``max_items`` newest entries, each a 16-byte digest of its texts and a float, so it holds
+about 10 MB at most however long the texts are.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -22,22 +24,32 @@ import torch
 from nlhf.models.judges.base import Judge, ScoreJudge, check
 
 
+def digest(texts: tuple[str, ...]) -> bytes:
+    """The cache key of ``texts`` (each text's length goes in, so no two tuples collide)."""
+    h = hashlib.blake2b(digest_size=16)
+    for text in texts:
+        data = text.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little") + data)
+    return h.digest()
+
+
 class _Memo:
     def __init__(self, max_items: int) -> None:
-        self.values: OrderedDict[Hashable, float] = OrderedDict()
+        self.values: OrderedDict[bytes, float] = OrderedDict()
         self.max_items, self.hits, self.misses = max_items, 0, 0
 
-    def lookup(self, keys: Sequence[Hashable], compute) -> torch.Tensor:
-        """Values of ``keys``; ``compute(missing keys) -> tensor`` fills the gaps."""
-        missing = list(dict.fromkeys(k for k in keys if k not in self.values))
+    def lookup(self, rows: Sequence[tuple[str, ...]], compute) -> torch.Tensor:
+        """Values of ``rows``; ``compute(missing rows) -> tensor`` fills the gaps."""
+        keys = [digest(row) for row in rows]
+        missing = {k: row for k, row in zip(keys, rows, strict=True) if k not in self.values}
         self.hits += len(keys) - sum(1 for k in keys if k in missing)
         self.misses += len(missing)
         if missing:
-            for key, value in zip(missing, compute(missing).tolist(), strict=True):
+            for key, value in zip(missing, compute(list(missing.values())).tolist(), strict=True):
                 self.store(key, value)
         return torch.tensor([self.values[k] for k in keys], dtype=torch.float32)
 
-    def store(self, key: Hashable, value: float) -> None:
+    def store(self, key: bytes, value: float) -> None:
         self.values[key] = value
         self.values.move_to_end(key)
         while len(self.values) > self.max_items:
@@ -73,10 +85,10 @@ class CachedJudge(_Wrapper):
     def __call__(self, prompts, a, b) -> torch.Tensor:
         check(prompts, a, b)
 
-        def compute(keys: list[tuple[str, str, str]]) -> torch.Tensor:
-            p = self.judge(*(list(column) for column in zip(*keys, strict=True)))
-            for (x, y, z), value in zip(keys, p.tolist(), strict=True):
-                self._memo.store((x, z, y), 1.0 - value)
+        def compute(rows: list[tuple[str, str, str]]) -> torch.Tensor:
+            p = self.judge(*(list(column) for column in zip(*rows, strict=True)))
+            for (x, y, z), value in zip(rows, p.tolist(), strict=True):
+                self._memo.store(digest((x, z, y)), 1.0 - value)
             return p
 
         return self._memo.lookup(list(zip(prompts, a, b, strict=True)), compute)
@@ -90,8 +102,8 @@ class CachedScoreJudge(_Wrapper, ScoreJudge):
         self.judge, self._memo = judge, _Memo(max_items)
 
     def scores(self, prompts, completions) -> torch.Tensor:
-        def compute(keys: list[tuple[str, str]]) -> torch.Tensor:
-            xs, ys = zip(*keys, strict=True)
+        def compute(rows: list[tuple[str, str]]) -> torch.Tensor:
+            xs, ys = zip(*rows, strict=True)
             return self.judge.scores(list(xs), list(ys)).float().cpu()
 
         return self._memo.lookup(list(zip(prompts, completions, strict=True)), compute)

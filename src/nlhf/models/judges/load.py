@@ -77,6 +77,8 @@ class JudgeFields(Checked):
     def check(self) -> None:
         if self.judge_batch_size < 1 or self.judge_max_length < 16:
             raise ValueError("judge_batch_size must be ≥ 1 and judge_max_length ≥ 16")
+        if not abs(penalty := self.judge_length_penalty) <= 100:  # NaN, ±inf and 1e308 too
+            raise ValueError(f"judge_length_penalty must be in [-100, 100], got {penalty}")
         from nlhf.models.lm import DTYPES
 
         if self.judge_dtype not in DTYPES:

@@ -1,8 +1,8 @@
 """A judge served by ``nlhf judge serve``, used over HTTP as if it were in this process.
 
-    judge = remote_judge("http://127.0.0.1:8780")              # token: JudgeOptions.token
-    judge(prompts, a, b)                                      # POST /compare
-    judge.scores(prompts, completions)                        # POST /scores (score judges)
+    judge = remote_judge("http://127.0.0.1:8780", token)   # or $NLHF_JUDGE_TOKEN
+    judge(prompts, a, b)                                   # POST /compare
+    judge.scores(prompts, completions)                     # POST /scores (score judges)
 
 ``GET /info`` says what the server holds (``{"kind": "score" | "pairwise", "scale",
 "judge"}``); a score judge's client is a :class:`ScoreJudge`, so RLHF-PPO can use it.
@@ -12,6 +12,7 @@ Several trainers (or GPUs) can share one judge model this way.  Refusals and fai
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,8 @@ import torch
 
 from nlhf.models.errors import ModelError
 from nlhf.models.judges.base import ScoreJudge, check
+
+TOKEN_ENV = "NLHF_JUDGE_TOKEN"  # the token, where ``ps`` does not show it
 
 
 class _Client:
@@ -72,7 +75,7 @@ class RemoteScoreJudge(ScoreJudge):
 
 def remote_judge(url: str, token: str = "") -> RemoteJudge | RemoteScoreJudge:
     """The client for the judge server at ``url`` (asks it what it serves)."""
-    client = _Client(url, token)
+    client = _Client(url, token or os.environ.get(TOKEN_ENV, ""))
     info = client.ask("GET", "/info")
     if info.get("kind") == "score":
         return RemoteScoreJudge(client, info)
