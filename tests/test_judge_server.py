@@ -207,6 +207,20 @@ def test_a_request_past_its_deadline_gets_503_and_is_dropped_if_not_started():
     assert seen == ["slow", "after"]
 
 
+def test_a_client_asks_again_after_a_503_until_it_gets_its_answer():
+    calls = []
+
+    def slow_once(prompt, completion):
+        calls.append(completion)
+        if len(calls) == 1:
+            time.sleep(2.5)
+        return 1.0
+
+    with running_server(create_app(FunctionJudge(slow_once), deadline=1.0)) as url:
+        assert remote_judge(url).scores(["x"], ["y"]).tolist() == [1.0]
+    assert calls == ["y", "y"]  # the first answer came too late; the second was asked anew
+
+
 def test_a_failing_request_among_8_concurrent_clients_fails_alone():
     holding = threading.Event()
 

@@ -1,11 +1,12 @@
 """Tasks sampled on the spot from tiny random models (GPT-2 config, in-process tokenizer)."""
 
+import dataclasses
 import json
 
 import pytest
 
 from nlhf.label import add_cli
-from nlhf.label.generate import load_model, tasks_from_policies, wrap_model
+from nlhf.label.generate import load_model, tasks_from_policies
 from nlhf.label.store import LabelStore
 
 torch = pytest.importorskip("torch")
@@ -85,7 +86,7 @@ def test_policy_against_opponent_and_dropping_identical(models):
     )
     assert len(tasks) + dropped == 3
     assert all(t.info["models"] == {"a": "policy", "b": "ref"} for t in tasks)
-    same = wrap_model(policy.model, policy.tokenizer, "same")
+    same = dataclasses.replace(policy, name="same")
     greedy, dropped = tasks_from_policies(
         same, ["good films"], opponent=same, max_new_tokens=8, temperature=1e-4
     )

@@ -35,7 +35,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from nlhf.errors import UserError
 
-READ_SECONDS = 5.0  # the longest pause in a request's head or body
+READ_SECONDS = 5.0  # the longest a request head may take, and a body may pause
 LOOPBACK_NAMES = ("localhost", "localhost.")
 
 Scope = dict[str, Any]

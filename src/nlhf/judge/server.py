@@ -27,13 +27,12 @@ import queue
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from pydantic import BaseModel, ConfigDict, Field
 
 from nlhf.models.judges.base import ScoreJudge
 from nlhf.web import BodyLimit, Throttle
@@ -45,37 +44,20 @@ CHARS_PER_TOKEN = 16  # ``nlhf judge serve``: max_chars = CHARS_PER_TOKEN × jud
 BYTES_PER_CHAR = 4  # UTF-8's widest
 
 router = APIRouter()
+Texts = Annotated[list[str], Field(max_length=MAX_ITEMS_PER_REQUEST)]
 
 
 class CompareIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    prompts: list[str] = Field(max_length=MAX_ITEMS_PER_REQUEST)
-    a: list[str] = Field(max_length=MAX_ITEMS_PER_REQUEST)
-    b: list[str] = Field(max_length=MAX_ITEMS_PER_REQUEST)
-
-    @model_validator(mode="after")
-    def _same_lengths(self) -> CompareIn:
-        if not len(self.prompts) == len(self.a) == len(self.b):
-            raise ValueError(
-                f"prompts, a and b need one entry each per comparison; got {len(self.prompts)}, "
-                f"{len(self.a)} and {len(self.b)}"
-            )
-        return self
+    prompts: Texts
+    a: Texts
+    b: Texts
 
 
 class ScoresIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    prompts: list[str] = Field(max_length=MAX_ITEMS_PER_REQUEST)
-    completions: list[str] = Field(max_length=MAX_ITEMS_PER_REQUEST)
-
-    @model_validator(mode="after")
-    def _same_lengths(self) -> ScoresIn:
-        if len(self.prompts) != len(self.completions):
-            raise ValueError(
-                f"prompts and completions differ in length: {len(self.prompts)} and "
-                f"{len(self.completions)}"
-            )
-        return self
+    prompts: Texts
+    completions: Texts
 
 
 @dataclass
@@ -90,9 +72,8 @@ class Batcher:
 
     def __init__(self, judge: Any, max_batch: int = 256) -> None:
         self.judge, self.max_batch, self.batches = judge, max_batch, 0
-        self._queue: queue.Queue[_Job | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._work, name="judge-batcher", daemon=True)
-        self._thread.start()
+        self._queue: queue.Queue[_Job] = queue.Queue()
+        threading.Thread(target=self._work, name="judge-batcher", daemon=True).start()
 
     def submit(self, kind: str, *columns: list[str]) -> Future:
         """The values for one request; cancelling the future before it starts drops it."""
@@ -100,24 +81,12 @@ class Batcher:
         self._queue.put(job)
         return job.future
 
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=10)
-
     def _work(self) -> None:
-        while (job := self._queue.get()) is not None:
-            jobs, size = [job], len(job.columns[0])
-            while size < self.max_batch:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    self._queue.put(None)
-                    break
-                jobs.append(more)
-                size += len(more.columns[0])
-            jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
+        while True:
+            jobs = [self._queue.get()]
+            while sum(len(j.columns[0]) for j in jobs) < self.max_batch and self._queue.qsize():
+                jobs.append(self._queue.get())
+            jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]  # past deadline
             for kind in ("compare", "scores"):
                 group = [j for j in jobs if j.kind == kind]
                 if group:
@@ -184,6 +153,9 @@ class NeedToken:
 async def _answer(request: Request, kind: str, body: BaseModel) -> Response:
     state = request.app.state
     columns = dict(body)
+    if len({len(texts) for texts in columns.values()}) > 1:
+        lengths = ", ".join(f"{name} {len(texts)}" for name, texts in columns.items())
+        return _error(422, f"malformed request: lists of different lengths ({lengths})")
     for name, texts in columns.items():
         for i, text in enumerate(texts):
             if len(text) > state.max_chars:
@@ -209,11 +181,11 @@ async def _answer(request: Request, kind: str, body: BaseModel) -> Response:
 
 @router.get("/info")
 async def info(request: Request) -> dict[str, Any]:
-    judge, batcher = request.app.state.batcher.judge, request.app.state.batcher
-    is_score = isinstance(judge, ScoreJudge)
+    batcher = request.app.state.batcher
+    is_score = isinstance(batcher.judge, ScoreJudge)
     return {
         "kind": "score" if is_score else "pairwise",
-        "scale": judge.scale if is_score else None,
+        "scale": batcher.judge.scale if is_score else None,
         "judge": request.app.state.spec,
         "batches": batcher.batches,
     }
@@ -239,10 +211,6 @@ async def _malformed(request: Request, exc: RequestValidationError) -> Response:
     return _error(422, f"malformed request: {problems}"[:1000])
 
 
-async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
-    return _error(exc.status_code, str(exc.detail))
-
-
 def create_app(
     judge: Any,
     spec: str = "",
@@ -257,7 +225,6 @@ def create_app(
     app.state.batcher, app.state.spec = Batcher(judge, max_batch), spec
     app.state.max_chars, app.state.deadline = max_chars, deadline
     app.add_exception_handler(RequestValidationError, _malformed)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
     max_bytes = 3 * max(max_batch, 256) * max_chars * BYTES_PER_CHAR
     app.add_middleware(BodyLimit, max_bytes=max_bytes, refuse=lambda r, s, m: _error(s, m))
     if token:  # outermost: the token is checked before the body is read

@@ -45,15 +45,6 @@ def load_model(path: str, name: str | None = None) -> LoadedModel:
     return LoadedModel(model, tokenizer, name or Path(path).name or path)
 
 
-def wrap_model(model: Any, tokenizer: Any, name: str) -> LoadedModel:
-    """A model object and tokenizer prepared for batched sampling."""
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "left"
-    model.eval()
-    return LoadedModel(model, tokenizer, name)
-
-
 def _complete(
     lm: LoadedModel,
     prompts: Sequence[PromptContent],

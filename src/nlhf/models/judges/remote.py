@@ -6,13 +6,15 @@
 
 ``GET /info`` says what the server holds (``{"kind": "score" | "pairwise", "scale",
 "judge"}``); a score judge's client is a :class:`ScoreJudge`, so RLHF-PPO can use it.
-Several trainers (or GPUs) can share one judge model this way.  Refusals and failures are
-:class:`ModelError` naming the server and its answer.
+Several trainers (or GPUs) can share one judge model this way.  A server too busy to answer
+before its deadline (503) is asked again until the client's own timeout; other refusals and
+failures are :class:`ModelError` naming the server and its answer.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,15 +30,20 @@ class _Client:
     def __init__(self, url: str, token: str = "", timeout: float = 600.0) -> None:
         import httpx
 
-        self.url = url.rstrip("/")
+        self.url, self.timeout = url.rstrip("/"), timeout
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
     def ask(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The server's answer; a 503 (busy past its deadline) is asked again until timeout."""
         import httpx
 
+        give_up = time.monotonic() + self.timeout
         try:
-            r = self.http.request(method, path, json=body)
+            while (r := self.http.request(method, path, json=body)).status_code == 503:
+                if time.monotonic() > give_up:
+                    break
+                time.sleep(1.0)
         except httpx.HTTPError as exc:
             raise ModelError(f"{self.url}: judge server unreachable ({exc})") from None
         if r.status_code != 200:
