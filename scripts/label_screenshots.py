@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from browser import chromium, missing
 from nlhf.label.app import AppSettings, create_app
-from nlhf.web import running_server
 from nlhf.label.store import LabelStore
 from nlhf.label.tasks import TaskInput
+from nlhf.web import running_server
 
 DEMO_TASKS = [
     TaskInput(

@@ -12,9 +12,9 @@ import pytest
 import browser
 from nlhf.data import load_pairs
 from nlhf.label.app import AppSettings, create_app
-from nlhf.web import running_server
 from nlhf.label.store import LabelStore
 from nlhf.label.tasks import TaskInput
+from nlhf.web import running_server
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ import browser
 from nlhf.label import clips
 from nlhf.label.app import AppSettings, create_app
 from nlhf.label.media import Clip
-from nlhf.web import running_server
 from nlhf.label.store import LabelStore
 from nlhf.label.tasks import TaskInput
+from nlhf.web import running_server
 
 pytestmark = pytest.mark.slow
 
