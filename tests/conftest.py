@@ -15,6 +15,9 @@ found it.
   torch's compile cache, which every process importing ``torch._dynamo`` (transformers does)
   creates as ``$TMPDIR/torchinductor_<user>``, goes to ``<basetemp>/torchinductor`` unless
   ``TORCHINDUCTOR_CACHE_DIR`` is set already.
+- Workers: under ``pytest -n N`` (pytest-xdist, as ``make test`` runs) each worker and what it
+  launches use one torch/OpenMP thread, so N workers share the cores instead of fighting over
+  them; a plain ``pytest`` keeps torch's default.  No test depends on which.
 """
 
 import os
@@ -62,6 +65,11 @@ def pytest_sessionstart(session):
     tempfile.tempdir = str(temp)
     # read when torch._dynamo is first imported: after this, at collection or later
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(base / "torchinductor"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"
+        import torch
+
+        torch.set_num_threads(1)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -114,7 +114,7 @@ def test_a_judge_without_actions_scores_every_action_alike():
 
 @pytest.mark.parametrize(
     ("config", "steps"),
-    [(routes.RLHFConfig, 20), (routes.NLHFConfig, 15)],
+    [(routes.RLHFConfig, 24), (routes.NLHFConfig, 15)],
     ids=["rlhf", "nlhf"],
 )
 def test_each_route_lifts_cartpole_above_the_initial_policy(tmp_path, config, steps):
@@ -122,7 +122,8 @@ def test_each_route_lifts_cartpole_above_the_initial_policy(tmp_path, config, st
     algorithm, last = routes.train(cfg)
     rows = metrics(tmp_path)
     assert rows[0]["episode_return"] < 30  # the near-uniform initial policy: about 20
-    assert last["episode_return"] > 45, [r["episode_return"] for r in rows]
+    returns = [r["episode_return"] for r in rows]
+    assert sum(returns[-4:]) / 4 > 45, returns  # the last steps' mean: one step's return swings
     assert last["labels"] == algorithm.labelling.buffer.added >= 100
     assert last["judge_train_accuracy"] > 0.7
 
