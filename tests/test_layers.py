@@ -5,7 +5,9 @@ included, relative ones resolved) by reading the source with ``ast``; nothing is
 
 A rule names a layer (a package or module of nlhf) and the modules it must never import;
 a module may always import its own layer.  A failure lists each forbidden arrow as
-``file:line: importer imports imported``.
+``file:line: importer imports imported``.  Apart from the layers, no two modules may import
+each other, directly or around a loop, when they are imported (imports in functions and
+under ``if TYPE_CHECKING:`` left out): a cycle is broken by moving the shared piece down.
 """
 
 from __future__ import annotations
@@ -72,18 +74,23 @@ def imported_names(path: Path, module: str) -> list[tuple[int, str, tuple[str, .
     ("", (a, b)), ``from X import y, z`` gives (X, (X.y, X.z)) since y may be a submodule;
     relative imports are resolved against ``module``'s package."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            found.append((node.lineno, "", tuple(alias.name for alias in node.names)))
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                anchor = parts[: len(parts) - (node.level - 1)]
-                base = ".".join([*anchor, *([node.module] if node.module else [])])
-            found.append((node.lineno, base, tuple(f"{base}.{a.name}" for a in node.names)))
-    return found
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return [names_of(node, package) for node in ast.walk(tree) if is_import(node)]
+
+
+def is_import(node: ast.AST) -> bool:
+    return isinstance(node, ast.Import | ast.ImportFrom)
+
+
+def names_of(node: ast.Import | ast.ImportFrom, package: str) -> tuple[int, str, tuple[str, ...]]:
+    if isinstance(node, ast.Import):
+        return node.lineno, "", tuple(alias.name for alias in node.names)
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        anchor = parts[: len(parts) - (node.level - 1)]
+        base = ".".join([*anchor, *([node.module] if node.module else [])])
+    return node.lineno, base, tuple(f"{base}.{a.name}" for a in node.names)
 
 
 def violations(src: Path, rules: tuple[Rule, ...] = RULES) -> list[str]:
@@ -105,6 +112,65 @@ def violations(src: Path, rules: tuple[Rule, ...] = RULES) -> list[str]:
                 where = f"{path.relative_to(src.parent)}:{line}"
                 broken += [f"{where}: {module} imports {name} ({rule.why})" for name in bad]
     return sorted(set(broken))
+
+
+def runtime_imports(src: Path) -> dict[str, set[str]]:
+    """Each module of ``src/nlhf`` → the modules of nlhf that importing it imports: statements
+    at module level (in ``if``, ``try`` and ``with`` blocks too, not under ``if TYPE_CHECKING:``);
+    ``from package import name`` points at the module ``package.name`` where there is one."""
+    paths = {module_name(path, src): path for path in (src / "nlhf").rglob("*.py")}
+    graph = {}
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        graph[module] = set()
+        todo = list(ast.parse(path.read_text(encoding="utf-8")).body)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                todo += node.orelse
+            elif isinstance(node, ast.If | ast.With):
+                todo += [*node.body, *getattr(node, "orelse", [])]
+            elif isinstance(node, ast.Try):
+                todo += [*node.body, *node.orelse, *node.finalbody]
+                todo += [statement for handler in node.handlers for statement in handler.body]
+            elif is_import(node):
+                _, base, names = names_of(node, package)
+                targets = [name if name in paths else base for name in names] if base else names
+                graph[module] |= {name for name in targets if name in paths} - {module}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """The strongly connected components of ``graph`` with more than one module, sorted."""
+    reach = {}
+    for start in graph:
+        reach[start], todo = set(), [start]
+        while todo:
+            new = graph[todo.pop()] - reach[start]
+            reach[start] |= new
+            todo += new
+    found = {tuple(sorted(m for m in reach[s] if s in reach[m])) for s in graph if s in reach[s]}
+    return sorted(found)
+
+
+def test_no_two_modules_import_each_other_when_imported():
+    cycles = import_cycles(runtime_imports(SRC))
+    assert not cycles, "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_the_cycle_scan_sees_module_level_imports_only(tmp_path):
+    src = write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "from nlhf import b, d\nfrom nlhf.e import late\n",
+            "b.py": "try:\n    import nlhf.c\nexcept ImportError:\n    pass\n",
+            "c.py": "from .a import x\n",  # a -> b -> c -> a
+            "d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from nlhf import a\n",
+            "e.py": "def late():\n    import nlhf.a\n",
+        },
+    )
+    assert import_cycles(runtime_imports(src)) == [("nlhf.a", "nlhf.b", "nlhf.c")]
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.layer}-{'-'.join(r.forbidden)}")

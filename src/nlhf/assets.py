@@ -206,7 +206,7 @@ def vader() -> Callable[[str], dict[str, float]]:
     """VADER's ``polarity_scores(text) -> {"neg", "neu", "pos", "compound"}``."""
     _require(VADER)
     try:
-        from vader import polarity_scores
+        from vader import polarity_scores  # noqa: PLC0415 - the optional `assets` extra
     except ImportError as exc:
         raise AssetMissingError(VADER, f"cannot import vader ({exc})") from None
     return polarity_scores
@@ -309,8 +309,8 @@ def policy_cache_path(version: str | None = None) -> Path:
 
 def convert_gguf(gguf: Path, out: Path) -> None:
     """Dequantize a GGUF causal LM into ``out`` as fp32 safetensors with its tokenizer."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # noqa: PLC0415 - nlhf.assets (model paths, `nlhf assets`) loads no torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415
 
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from nlhf.eval.report import escape_markdown, format_interval, markdown_table, matrix_table
 from nlhf.files import atomic_path
@@ -228,8 +229,6 @@ def smooth(values: np.ndarray, width: int) -> np.ndarray:
 
 def figure(panels: int, size: tuple[float, float]) -> tuple[Any, list[Any]]:
     """A figure of ``panels`` axes side by side (no pyplot: the caller's backend stays)."""
-    from matplotlib.figure import Figure
-
     fig = Figure(figsize=size, layout="constrained")
     return fig, list(fig.subplots(1, panels, squeeze=False)[0])
 

@@ -26,10 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
+from nlhf.assets import KEYWORDS, resolve_model
 from nlhf.config import Checked, ConfigError, load_yaml, to_dict
+from nlhf.data.movie_reviews import review_prompts
+from nlhf.data.prompts import PromptFields
+from nlhf.eval import run_tournament
+from nlhf.eval.rollouts import Sampling
 from nlhf.files import atomic_write_json, atomic_write_text, check_folder_option
+from nlhf.models.policy import resolve_dtype
+from nlhf.train import preference_model, reward_model
 
 FREE_ON_RESUME = frozenset({"out", "progress"})
 """Options that may change between an interrupted run and its resumption."""
@@ -75,8 +83,6 @@ class Presets(Checked):
 def resolved(config: Any) -> Any:
     """``config`` with every option left at ``None`` set to the preset's value and the
     ``auto`` dtype decided: what the stages read and the report prints."""
-    from nlhf.models.policy import resolve_dtype
-
     chosen = {k: v for k, v in config.preset.items() if getattr(config, k) is None}
     return dataclasses.replace(config, dtype=resolve_dtype(config.dtype), **chosen)
 
@@ -148,8 +154,6 @@ def start_or_resume(options: dict[str, Any], saved: Path, tag: str) -> None:
 def check_models(config: Any) -> None:
     """Stop before the first stage when ``config.policy`` or ``config.encoder`` is a path that
     does not exist (the embedded keywords are located when a stage needs them)."""
-    from nlhf.assets import KEYWORDS, resolve_model
-
     for value, role in ((config.policy, "policy"), (config.encoder, "encoder")):
         if value.strip().lower() not in KEYWORDS[role]:
             resolve_model(value, role)
@@ -175,8 +179,6 @@ class Run:
         return self.command[1]
 
     def run(self, config: Any) -> int:
-        import torch
-
         out = config.out or time.strftime(f"runs/{self.command[-1]}-%Y%m%d-%H%M%S")
         config = resolved(dataclasses.replace(config, out=out))
         layout = self.folder(Path(config.out))
@@ -223,9 +225,6 @@ class Run:
 def write_prompts(seed: int, files: dict[Path, int]) -> dict[str, Any]:
     """Disjoint IMDB review openings of the trainers' default length, as many to each file as
     it asks, in order; records the machine's CPUs for the report."""
-    from nlhf.data.movie_reviews import review_prompts
-    from nlhf.data.prompts import PromptFields
-
     pool = review_prompts(sum(files.values()), words=PromptFields().prompt_words, seed=seed)
     start = 0
     for path, n in files.items():
@@ -237,8 +236,6 @@ def write_prompts(seed: int, files: dict[Path, int]) -> dict[str, Any]:
 def judge_configs(config: Any, layout: RunFolder, **data: Any) -> dict[str, Any]:
     """The reward-model and preference-model configs of a run: the same pairs (``data``: the
     judge trainers' data fields) and held-out split, the run's encoder, dtype and seed."""
-    from nlhf.train import preference_model, reward_model
-
     shared = dict(
         backbone=config.encoder,
         max_length=config.judge_max_length,
@@ -258,8 +255,6 @@ def judge_configs(config: Any, layout: RunFolder, **data: Any) -> dict[str, Any]
 def train_judges(configs: dict[str, Any]) -> dict[str, Any]:
     """Train each judge of :func:`judge_configs` whose folder has no ``metrics.json`` yet;
     the held-out accuracy of each."""
-    from nlhf.train import preference_model, reward_model
-
     runners = {"reward-model": reward_model.run, "preference-model": preference_model.run}
     accuracy = {}
     for kind, judge_config in configs.items():
@@ -281,10 +276,6 @@ def tournament(
 ) -> Any:
     """:func:`nlhf.eval.run_tournament` of ``entrants`` on ``prompts`` against the run's
     reference policy, sampled with the run's tokens per completion, seed and dtype."""
-    from nlhf.assets import resolve_model
-    from nlhf.eval import run_tournament
-    from nlhf.eval.rollouts import Sampling
-
     sampling = Sampling(
         samples_per_prompt=samples_per_prompt,
         max_new_tokens=config.max_new_tokens,

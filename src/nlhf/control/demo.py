@@ -28,12 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from nlhf.config import option
-from nlhf.control import require
+from nlhf.control import ppo, require, routes
+from nlhf.control.envs import make_env
+from nlhf.control.eval_cli import head_to_head
+from nlhf.control.human import cartpole_frame
+from nlhf.control.labelers import make_labeler
+from nlhf.control.rollout import episode_returns
 from nlhf.eval.report import format_interval, markdown_table
 from nlhf.eval.stats import mean_interval
 from nlhf.files import atomic_write_text
+from nlhf.label.clips import gif_bytes
 from nlhf.reporting import curve, figure, read_metrics, save_png, verdict
 
 
@@ -61,12 +68,6 @@ class Config:
 
 def clip(policy: Any, env_id: str, steps: int, seed: int) -> bytes:
     """A GIF of one episode (at most ``steps`` steps) of ``policy``, actions sampled."""
-    import torch
-
-    from nlhf.control.envs import make_env
-    from nlhf.control.human import cartpole_frame
-    from nlhf.label.clips import gif_bytes
-
     env = make_env(env_id, seed, render=True)
     obs, _ = env.reset(seed=seed)
     generator = torch.Generator().manual_seed(seed)
@@ -88,12 +89,6 @@ def clip(policy: Any, env_id: str, steps: int, seed: int) -> bytes:
 
 def run(config: Config) -> int:
     require("gymnasium")
-    import torch
-
-    from nlhf.control import ppo, routes
-    from nlhf.control.eval_cli import head_to_head
-    from nlhf.control.labelers import make_labeler
-    from nlhf.control.rollout import episode_returns
 
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     out = Path(config.out)

@@ -24,9 +24,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import torch
 
 from nlhf.config import Checked, ConfigError, option
 from nlhf.control import require
+from nlhf.control.labelers import make_labeler
+from nlhf.control.labelling import parse_options
+from nlhf.control.nash import segments_of
+from nlhf.control.policy import ActingPolicy
+from nlhf.control.rollout import Runner, episode_returns
+from nlhf.control.segments import Segment
 from nlhf.eval.report import format_interval, markdown_table, matrix_table, plot_heatmap
 from nlhf.eval.stats import mean_interval
 from nlhf.files import atomic_write_json, atomic_write_text
@@ -63,12 +70,6 @@ def head_to_head(
     a: Any, b: Any, env_id: str, labeler: Any, pairs: int, warmup: int, length: int, seed: int
 ) -> list[float]:
     """P(A ≻ B) under ``labeler`` at each of ``pairs`` start states (module doc, step 2)."""
-    import torch
-
-    from nlhf.control.nash import segments_of
-    from nlhf.control.rollout import Runner
-    from nlhf.control.segments import Segment
-
     runner = Runner(env_id, 2 * pairs, seed)
     first = torch.arange(2 * pairs) % 4 < 2  # states 0, 2, … reached by A; 1, 3, … by B
 
@@ -100,15 +101,8 @@ def head_to_head(
 
 def evaluate(config: Config) -> dict[str, Any]:
     """The numbers of the module doc as a dict (``returns``, ``head_to_head``)."""
-    import torch
-
-    from nlhf.control.labelers import make_labeler
-    from nlhf.control.labelling import parse_options
-    from nlhf.control.rollout import episode_returns
-
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     labeler = make_labeler(config.labeler, **parse_options(config.labeler_options))
-    from nlhf.control.policy import ActingPolicy
 
     policies = [ActingPolicy.load(p) for p in config.policies]
     returns = {

@@ -24,6 +24,9 @@ import numpy as np
 from nlhf.config import ConfigError
 from nlhf.control.labelers import CANT_TELL, FIRST, SECOND, TIE, Pairs
 from nlhf.control.segments import Segment
+from nlhf.label import clips
+from nlhf.label.clips import gif_bytes
+from nlhf.label.store import LabelStore
 
 
 class HumanLabeler:
@@ -33,16 +36,12 @@ class HumanLabeler:
     ``human_poll`` and ``env``; the tasks are tagged with its ``out`` folder."""
 
     def __init__(self, fields: Any) -> None:
-        from nlhf.label.store import LabelStore
-
         self.store = LabelStore(fields.db)
         self.fields, self.run_id = fields, str(Path(fields.out))
         self.renderer = SegmentRenderer(fields.env)
 
     def label(self, pairs: Pairs, rng: np.random.Generator) -> np.ndarray:
         """Requests one clip task per pair and waits; an unanswered or unclear pair is NaN."""
-        from nlhf.label import clips
-
         gifs = [(self.renderer.gif(a), self.renderer.gif(b)) for a, b in pairs]
         asked = [i for i, (a, b) in enumerate(gifs) if a != b]  # equal clips: nothing to tell
         ids = clips.request(
@@ -80,8 +79,6 @@ class SegmentRenderer:
         return [cartpole_frame(obs) for obs in np.asarray(segment.obs, np.float64)]
 
     def gif(self, segment: Segment) -> bytes:
-        from nlhf.label.clips import gif_bytes
-
         return gif_bytes(segment.frames or self.frames(segment), fps=self.fps)
 
 

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
+from accelerate import Accelerator
 
 from nlhf.config import ConfigError, option
 from nlhf.control.envs import Features, make_env, spec_of
@@ -85,8 +86,6 @@ def build_trainer(
     policy = policy if policy is not None else new_policy(config)
     procs = None
     if config.device == "cpu":
-        from accelerate import Accelerator
-
         procs = Processes(Accelerator(cpu=True))
     return Trainer(
         config,

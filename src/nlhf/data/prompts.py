@@ -24,6 +24,7 @@ from nlhf.config import Checked, option
 from nlhf.data.chat import render_prompt
 from nlhf.data.hh import load_hh_harmless
 from nlhf.data.loader import check_source, load_prompts
+from nlhf.data.movie_reviews import review_prompts
 
 #: The prompt pools that ``prompts`` names without a file.
 PROMPT_SETS = ("imdb", "hh")
@@ -50,8 +51,6 @@ def load_prompt_texts(fields: PromptFields, seed: int, tokenizer: Any = None) ->
     ``imdb`` openings, ``tokenizer`` supplies the chat template when one is asked for."""
     check_source("prompts", fields.prompts, PROMPT_SETS)
     if fields.prompts == "imdb":
-        from nlhf.data.movie_reviews import review_prompts
-
         prompts = review_prompts(words=fields.prompt_words, seed=seed)
     elif fields.prompts == "hh":
         prompts = [pair.prompt for pair in load_hh_harmless()]

@@ -11,6 +11,7 @@ from typing import Any
 
 from nlhf.demo.config import Config
 from nlhf.resumable import RunFolder, judge_configs
+from nlhf.train import dno, inpo, nash_ema, nash_md, online_dpo, ppo, sppo
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,6 @@ GROUP_LR = 5e-4
 def methods(config: Config, layout: RunFolder) -> list[Method]:
     """RLHF-PPO and Nash-MD-PG; with ``all_methods`` the rest of the Nash family too
     (:func:`nash_family`)."""
-    from nlhf.train import nash_md, ppo
-
     n = config.batch_size
     ppo_fields = _online_fields(config, layout, "ppo", "reward-model", config.ppo_steps, n)
     ppo_config = ppo.Config(**ppo_fields, lr=config.ppo_lr, init_kl_coef=config.ppo_kl_coef)
@@ -83,8 +82,6 @@ def nash_family(config: Config, layout: RunFolder) -> list[Method]:
     """Self-play, Nash-EMA, MPO and online IPO on the batch of Nash-MD-PG; SPPO, INPO, ONPO and
     DNO on half the prompts with K samples each, so that each step decodes as many completions
     as a Nash-MD-PG step (policy and opponent: 2 per prompt).  All for ``config.steps``."""
-    from nlhf.train import dno, inpo, nash_ema, nash_md, online_dpo, sppo
-
     n, k = config.batch_size, GROUP_SAMPLES
     half = max(1, n // 2)
     nash = dict(lr=config.nash_lr, tau=config.tau)

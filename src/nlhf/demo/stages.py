@@ -8,6 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from nlhf.data import load_prompts
 from nlhf.demo.config import Config
 from nlhf.demo.plan import (
     Method,
@@ -30,8 +31,6 @@ def train_policy(method: Method) -> dict[str, Any]:
 def run_tournament(config: Config, layout: RunFolder) -> dict[str, Any]:
     """Reference and trained policies on the held-out prompts, judged by VADER and the
     preference model (every pair of samples compared)."""
-    from nlhf.data import load_prompts
-
     result = tournament(
         config,
         tournament_entrants(config, layout),

@@ -10,14 +10,18 @@ the win-rate table of the first judge.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 from nlhf.config import ConfigError, option
-from nlhf.data.prompts import PromptFields
+from nlhf.data.prompts import PromptFields, load_prompt_texts
+from nlhf.eval.entrants import parse_entrants
+from nlhf.eval.report import matrix_table
 from nlhf.eval.rollouts import Sampling
+from nlhf.eval.tournament import run_tournament
 from nlhf.files import check_folder_option
 from nlhf.models.judges.load import JUDGE_HELP, JudgeFields
+from nlhf.models.lm import load_tokenizer
 
 
 @dataclass
@@ -65,18 +69,12 @@ class Config(Sampling, PromptFields, JudgeFields):
 
 
 def sampling_of(config: Config) -> Sampling:
-    from dataclasses import fields
-
     return Sampling(**{f.name: getattr(config, f.name) for f in fields(Sampling)})
 
 
 def prompt_texts(config: Config) -> list[str]:
     """The first ``num_prompts`` prompts of the set, rendered as the trainers render them
     (a chat template is the reference's, else the first policy's)."""
-    from nlhf.data.prompts import load_prompt_texts
-    from nlhf.eval.entrants import parse_entrants
-    from nlhf.models.lm import load_tokenizer
-
     tokenizer = None
     if config.chat_template:
         entrants, ref_path = parse_entrants(list(config.policies), config.reference)
@@ -91,9 +89,6 @@ def prompt_texts(config: Config) -> list[str]:
 
 
 def run(config: Config) -> int:
-    from nlhf.eval.report import matrix_table
-    from nlhf.eval.tournament import run_tournament
-
     result = run_tournament(
         config.policies,
         prompt_texts(config),

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from nlhf.assets import resolve_model
 from nlhf.config import ConfigError
 from nlhf.errors import UserError
 
@@ -69,8 +70,6 @@ def same_model(a: str | None, b: str | None) -> bool:
 
 def adapter_base(folder: Path) -> str:
     """The base model named in an adapter's config, resolved; "" when it names none."""
-    from nlhf.assets import resolve_model
-
     config_path = folder / "adapter_config.json"
     try:
         name = json.loads(config_path.read_text()).get("base_model_name_or_path") or ""
@@ -88,8 +87,6 @@ def adapter_base(folder: Path) -> str:
 
 def parse_entrants(specs: list[str], reference: str = "") -> tuple[list[Entrant], str | None]:
     """Resolve policy specs; returns the entrants and the reference's path (None if none)."""
-    from nlhf.assets import resolve_model
-
     if len(specs) < 2:
         raise ConfigError(f"a tournament needs at least 2 policies, got {len(specs)}: {specs}")
     try:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 
 from nlhf.eval.rollouts import Completions
+from nlhf.models.judges import ScoreJudge
 
 Pairing = Literal["all", "aligned"]
 
@@ -39,8 +40,6 @@ class Verdict:
 
 def is_score_judge(judge: Any) -> bool:
     """A ScoreJudge whose preference is exactly σ(scale·(s(a) − s(b)))."""
-    from nlhf.models.judges import ScoreJudge
-
     return isinstance(judge, ScoreJudge) and type(judge).__call__ is ScoreJudge.__call__
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure  # no pyplot: the caller's backend stays as it is
 
 from nlhf.eval.stats import Estimate
 from nlhf.files import atomic_path, atomic_write_json, atomic_write_text
@@ -254,8 +255,6 @@ def _disagreement(names: list[str], judges: tuple[str, str], d) -> list[str]:
 
 def plot_heatmap(result, path: str | Path) -> Path:
     """One panel per judge: P(row ≻ column) in colour, with the value and interval in cells."""
-    from matplotlib.figure import Figure  # no pyplot: the caller's backend stays as it is
-
     names = result.names
     k, panels = len(names), len(result.win_rates)
     side = max(3.2, 1.1 * k + 1.6)

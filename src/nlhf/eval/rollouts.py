@@ -21,15 +21,20 @@ reference itself; None when no reference is known or its vocabulary differs.
 from __future__ import annotations
 
 import gc
+import warnings
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from nlhf.config import Checked, option
 from nlhf.eval.entrants import Entrant, same_model, same_vocabulary
+from nlhf.models.lm import AdapterDisabled, hf_model, load_causal_lm, load_tokenizer
+from nlhf.models.sampling import row_generators, sample
+from nlhf.models.text import decode_completions, eos_token_ids, pad_token_id, tokenize_prompts
 
 
 @dataclass
@@ -84,9 +89,6 @@ def sample_policy(
     ``reference`` (a causal LM or an adapter-disabled view) records log μ for the KL;
     without one, ``measure_kl`` True means the model *is* the reference (KL 0).
     """
-    from nlhf.models.sampling import row_generators, sample
-    from nlhf.models.text import decode_completions, eos_token_ids, pad_token_id, tokenize_prompts
-
     S = settings.samples_per_prompt
     n = len(prompts)
     rows = [(i, j) for i in range(n) for j in range(S)]
@@ -127,22 +129,16 @@ def sample_policy(
 
 
 def _hf(model: Any) -> Any:
-    from nlhf.models.lm import hf_model
-
     return hf_model(model)
 
 
 def _parameters(model: Any):
-    from nlhf.models.lm import AdapterDisabled
-
     return (model.peft_model if isinstance(model, AdapterDisabled) else model).parameters()
 
 
 def _attach(base: Any, entrants: list[Entrant]) -> Any:
     """Load every adapter of ``entrants`` onto ``base`` as named adapters of one PeftModel."""
-    import warnings
-
-    from peft import PeftModel
+    from peft import PeftModel  # noqa: PLC0415 - peft is slow to import; only adapters need it
 
     with warnings.catch_warnings():  # peft calls a transformers method deprecated in v5
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
@@ -165,10 +161,6 @@ def sample_entrants(
     progress: bool = True,
 ) -> list[Completions]:
     """Sample every entrant (see the module doc for what is loaded when); entrant order."""
-    from tqdm.auto import tqdm
-
-    from nlhf.models.lm import AdapterDisabled, load_causal_lm, load_tokenizer
-
     bar = tqdm(
         total=len(entrants) * len(prompts) * settings.samples_per_prompt,
         desc="sampling",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy.stats import t
 
 Method = Literal["t", "bootstrap"]
 Pairs = dict[tuple[int, int], np.ndarray]
@@ -74,8 +75,6 @@ def mean_interval(
     if n < 2:
         low = high = float("nan")
     elif method == "t":
-        from scipy.stats import t
-
         half = float(t.ppf(0.5 + level / 2, n - 1) * x.std(ddof=1) / np.sqrt(n))
         low, high = mean - half, mean + half
     elif method == "bootstrap":

@@ -33,6 +33,8 @@ from nlhf.eval.entrants import Entrant, default_name, parse_entrants
 
 if TYPE_CHECKING:
     from nlhf.models.judges.base import JudgeOptions
+from tqdm.auto import tqdm
+
 from nlhf.eval.judging import (
     Pairing,
     Verdict,
@@ -40,6 +42,7 @@ from nlhf.eval.judging import (
     count_comparisons,
     judge_tournament,
 )
+from nlhf.eval.report import write_report
 from nlhf.eval.rollouts import Completions, Sampling, sample_entrants
 from nlhf.eval.stats import (
     Disagreement,
@@ -52,6 +55,7 @@ from nlhf.eval.stats import (
     mean_interval,
     win_rate_matrix,
 )
+from nlhf.models.judges import load_judge
 
 
 @dataclass
@@ -182,8 +186,6 @@ def judge_all(
     progress: bool,
 ) -> list[Verdict]:
     """Every (name, judge)'s verdict on every comparison, under one progress bar."""
-    from tqdm.auto import tqdm
-
     k = len(completions)
     total = sum(count_comparisons(j, k, len(prompts), samples, pairing) for _, j in judges)
     bar = tqdm(total=total, desc="judging", unit="item", disable=not progress)
@@ -220,8 +222,6 @@ def run_tournament(
     mapping name → judge; ``reference``: the reference policy (empty: the base model of the
     first LoRA adapter).
     """
-    from nlhf.models.judges import load_judge
-
     sampling = sampling or Sampling()
     prompts = list(prompts)
     if not prompts:
@@ -271,7 +271,5 @@ def run_tournament(
         seconds={"sampling": t1 - t0, "judging": t2 - t1},
     )
     if out is not None:
-        from nlhf.eval.report import write_report
-
         write_report(result, out)
     return result

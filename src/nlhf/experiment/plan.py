@@ -14,6 +14,7 @@ from typing import Any
 from nlhf.data.prompts import PromptFields, load_prompt_texts
 from nlhf.experiment.config import Config, Layout
 from nlhf.resumable import judge_configs
+from nlhf.train import nash_md, ppo
 
 
 def prompt_texts(path: Path) -> list[str]:
@@ -34,8 +35,6 @@ def route_configs(
     so the same number of judged comparisons (``config.steps × batch_size``); ``tuned``
     (:func:`nlhf.experiment.tuning.tuned_settings`) replaces PPO's and Nash-MD-PG's fields in
     both of their routes."""
-    from nlhf.train import nash_md, ppo
-
     tuned = tuned or {}
 
     def fields(route: str, judge: str) -> dict[str, Any]:

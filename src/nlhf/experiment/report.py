@@ -17,6 +17,7 @@ from typing import Any
 from nlhf.config import load_yaml
 from nlhf.eval.report import completion_tables, escape_markdown, format_interval, markdown_table
 from nlhf.experiment.config import POLICIES, ROUTE_TITLES, TIMED, Config, Layout
+from nlhf.models.judges.population import CRITERIA
 from nlhf.reporting import (
     Report,
     compare,
@@ -148,8 +149,6 @@ def plot(
 
 
 def population_section(config: Config, layout: Layout) -> list[str]:
-    from nlhf.models.judges.population import CRITERIA
-
     groups = []
     for g in load_yaml(layout.config)["population_definition"]["groups"]:
         name = str(g["criterion"])

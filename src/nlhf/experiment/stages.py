@@ -12,8 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from tqdm.auto import tqdm
 
+from nlhf.assets import resolve_model
 from nlhf.errors import UserError
+from nlhf.eval.rollouts import Sampling, sample_policy, spec_salt
 from nlhf.eval.stats import mean_interval
 from nlhf.experiment.analysis import (
     accuracy,
@@ -34,9 +38,14 @@ from nlhf.experiment.exact_population import (
 from nlhf.experiment.plan import pair_judge_configs, prompt_texts, route_configs
 from nlhf.experiment.tuning import tune, tuned_settings
 from nlhf.files import atomic_write_json, atomic_write_text
+from nlhf.models.judges import JudgeOptions, load_judge
 from nlhf.models.judges.population import PopulationJudge
+from nlhf.models.lm import load_causal_lm
 from nlhf.reporting import read_metrics
 from nlhf.resumable import Stages, tournament, train_judges, write_prompts
+from nlhf.train import nash_md, ppo
+from nlhf.train.online import Trainer
+from nlhf.train.pairs import load_training_pairs
 
 
 def reference_completions(layout: Layout) -> dict[str, dict[str, list[str]]]:
@@ -54,13 +63,6 @@ def reference_completions(layout: Layout) -> dict[str, dict[str, list[str]]]:
 def sample_reference(config: Config, layout: Layout) -> dict[str, Any]:
     """``samples`` reference completions of every training prompt and ``eval_samples`` of
     every held-out one, each from its own seeded generator."""
-    import torch
-    from tqdm.auto import tqdm
-
-    from nlhf.assets import resolve_model
-    from nlhf.eval.rollouts import Sampling, sample_policy, spec_salt
-    from nlhf.models.lm import load_causal_lm
-
     torch.manual_seed(config.seed)
     model, tokenizer = load_causal_lm(resolve_model(config.policy, "policy"), config.dtype)
     parts = {
@@ -130,9 +132,6 @@ def evaluate_judges(config: Config, layout: Layout) -> dict[str, Any]:
     """Held-out accuracy of each judge against the held-out labels, against the population's
     exact majority, and on the held-out pairs that lie in a cyclic triple of their prompt's
     completions; beside them the exact P and its per-prompt Bradley–Terry fit."""
-    from nlhf.models.judges import JudgeOptions, load_judge
-    from nlhf.train.pairs import load_training_pairs
-
     population = load_population(config)
     configs = pair_judge_configs(config, layout)
     _, held = load_training_pairs(configs["reward-model"], config.seed)
@@ -270,9 +269,6 @@ def timed_config(config: Config, layout: Layout) -> Any:
 
 def train_route(config: Config, layout: Layout, route: str) -> dict[str, Any]:
     """One route's trainer, which resumes from its own checkpoints."""
-    from nlhf.train import nash_md, ppo
-    from nlhf.train.online import Trainer
-
     if route == TIMED:
         cfg = timed_config(config, layout)
     else:

@@ -29,6 +29,7 @@ from nlhf.experiment.exact_population import load_population
 from nlhf.experiment.plan import prompt_texts, route_configs
 from nlhf.files import atomic_write_json
 from nlhf.resumable import tournament
+from nlhf.train import nash_md, ppo
 
 PPO_GRID: dict[str, dict[str, float]] = {
     "given": {},
@@ -85,8 +86,6 @@ def candidates(config: Config, layout: Layout) -> list[Candidate]:
 def tune(config: Config, layout: Layout) -> dict[str, Any]:
     """Train every candidate (each resumes from its checkpoints), compare them with the
     reference under the population on the validation prompts, write ``tuning.json``."""
-    from nlhf.train import nash_md, ppo
-
     runs = candidates(config, layout)
     for c in runs:
         if not (Path(c.config.out) / "policy").is_dir():

@@ -18,12 +18,15 @@ import math
 import os
 import secrets
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from nlhf.config import option
+from nlhf.judge.server import CHARS_PER_TOKEN, create_app
+from nlhf.models.judges import load_judge
 from nlhf.models.judges.load import JUDGE_HELP, JudgeFields
 from nlhf.models.judges.remote import TOKEN_ENV
+from nlhf.web import bind, is_loopback, serve, url_of
 
 
 @dataclass
@@ -52,12 +55,6 @@ class Config(JudgeFields):
 
 
 def run(config: Config) -> int:
-    from dataclasses import replace
-
-    from nlhf.judge.server import CHARS_PER_TOKEN, create_app
-    from nlhf.models.judges import load_judge
-    from nlhf.web import bind, is_loopback, serve, url_of
-
     given = config.judge_token or os.environ.get(TOKEN_ENV, "")
     token = given or ("" if is_loopback(config.host) else secrets.token_urlsafe(24))
     # the server batches; a cache in front of the model helps repeated comparisons

@@ -68,7 +68,7 @@ class Config(Checked):
 
 
 def generated_tasks(config: Config) -> tuple[list[TaskInput], str]:
-    from nlhf.label.generate import load_model, tasks_from_policies
+    from nlhf.label.generate import load_model, tasks_from_policies  # noqa: PLC0415 - torch
 
     prompts = load_prompts(
         config.prompts, PromptColumn(prompt=config.prompt_field), skip_bad_rows=config.skip_bad_rows

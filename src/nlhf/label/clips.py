@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
+from PIL import Image
 
 from nlhf.data import DataError
 from nlhf.label.export import outcome
@@ -39,8 +40,6 @@ MAX_FPS = 50  # browsers slow GIF frames shorter than 20 ms down to 100 ms
 def gif_bytes(frames: Sequence[np.ndarray], fps: float = 15, *, scale: int | None = None) -> bytes:
     """A looping GIF of ``frames`` at ``fps`` (at most 50); ``scale`` enlarges each pixel to a
     ``scale × scale`` block (default: enough for the short side to reach 160 pixels)."""
-    from PIL import Image
-
     if len(frames) == 0:
         raise ValueError("a clip needs at least one frame")
     shape = np.shape(frames[0])

@@ -26,6 +26,9 @@ from typing import Any
 from nlhf.data import PromptContent
 from nlhf.data.chat import render_prompt
 from nlhf.label.tasks import TaskInput
+from nlhf.models.lm import load_causal_lm
+from nlhf.models.sampling import row_generators, sample
+from nlhf.models.text import decode_completions, tokenize_prompts
 
 
 @dataclass
@@ -39,8 +42,6 @@ class LoadedModel:
 
 def load_model(path: str, name: str | None = None) -> LoadedModel:
     """Load a causal LM and its tokenizer from a folder for sampling (eval mode)."""
-    from nlhf.models.lm import load_causal_lm
-
     model, tokenizer = load_causal_lm(path)
     return LoadedModel(model, tokenizer, name or Path(path).name or path)
 
@@ -55,9 +56,6 @@ def _complete(
 ) -> list[list[str]]:
     """For each copy c, one completion of every prompt: result[k][i] for ``copies[k]`` and
     prompt i, whose generator is seeded by (seed, c, its row)."""
-    from nlhf.models.sampling import row_generators, sample
-    from nlhf.models.text import decode_completions, tokenize_prompts
-
     texts = [render_prompt(p, lm.tokenizer) for p in prompts] * len(copies)
     device = next(lm.model.parameters()).device
     ids, mask = tokenize_prompts(lm.tokenizer, texts, device)

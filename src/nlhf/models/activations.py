@@ -18,6 +18,7 @@ config is not changed, so a saved model loads anywhere exactly as before.
 from __future__ import annotations
 
 from torch import nn
+from transformers.activations import ACT2CLS
 
 SLOW_GELU_NAMES = ("gelu_new", "gelu_fast")
 
@@ -25,8 +26,6 @@ SLOW_GELU_NAMES = ("gelu_new", "gelu_fast")
 def fuse_gelu(model: nn.Module) -> int:
     """Replace each tanh-GELU module built from elementwise ops with the fused one; returns
     the number replaced."""
-    from transformers.activations import ACT2CLS
-
     slow = tuple(ACT2CLS[name] for name in SLOW_GELU_NAMES)
     fused = ACT2CLS["gelu_pytorch_tanh"]
     swaps = [

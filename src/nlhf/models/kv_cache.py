@@ -17,39 +17,27 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
-
-def _dynamic_layer_class() -> type | None:
-    try:
-        from transformers.cache_utils import DynamicLayer
-    except ImportError:  # pragma: no cover - transformers releases without cache layers
-        return None
-    return DynamicLayer
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 
 def new_cache(config: Any, capacity: int | None = None) -> Any:
     """A ``DynamicCache`` for ``config``; with ``capacity``, its full-attention layers are
     :class:`PreallocatedLayer` of that many positions."""
-    from transformers import DynamicCache
-
     try:
         cache = DynamicCache(config=config)
     except TypeError:  # pragma: no cover - transformers releases without the config argument
         return DynamicCache()
-    base = _dynamic_layer_class()
     layers = getattr(cache, "layers", None)
-    if capacity is None or base is None or not isinstance(layers, list):
+    if capacity is None or not isinstance(layers, list):
         return cache
     cache.layers = [
-        PreallocatedLayer(capacity) if type(layer) is base else layer for layer in layers
+        PreallocatedLayer(capacity) if type(layer) is DynamicLayer else layer for layer in layers
     ]
     return cache
 
 
-_Base: Any = _dynamic_layer_class() or object
-
-
-class PreallocatedLayer(_Base):
+class PreallocatedLayer(DynamicLayer):
     """A ``DynamicLayer`` whose keys and values live in buffers of ``capacity`` positions."""
 
     def __init__(self, capacity: int) -> None:

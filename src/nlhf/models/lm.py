@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from nlhf.models.errors import ModelError, loading
 from nlhf.models.kv_cache import new_cache
@@ -56,7 +57,7 @@ def is_sharded(model: Any) -> bool:
     FSDP2 over the processes of an initialized process group."""
     if model is None or "torch.distributed.fsdp" not in sys.modules:
         return False
-    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.fsdp import FSDPModule  # noqa: PLC0415 - only once sharding loaded it
 
     if isinstance(model, AdapterDisabled):
         model = model.peft_model
@@ -199,8 +200,6 @@ def load_tokenizer(*folders: str) -> Any:
     """The tokenizer of the first of ``folders`` (folders or hub names) that has one, with
     left padding and a pad token (EOS when it defines none).  A folder without tokenizer files
     is passed over, so an adapter folder can come before its base model's."""
-    from transformers import AutoTokenizer
-
     errors = []
     for folder in folders:
         if os.path.isdir(folder) and not any((Path(folder) / f).exists() for f in TOKENIZER_FILES):
@@ -224,8 +223,6 @@ def load_causal_lm(
     """``(model, tokenizer)``: the causal LM at ``path`` (a folder or a hub name) in eval
     mode with ``dtype`` weights held in process memory, and :func:`load_tokenizer` of the
     folders ``tokenizer`` (default: ``path`` itself)."""
-    from transformers import AutoModelForCausalLM
-
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     with loading(path, "a causal LM"):

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
+from transformers.pytorch_utils import Conv1D
 
 from nlhf.config import Checked, ConfigError, option
 from nlhf.models.activations import fuse_gelu
@@ -120,8 +121,7 @@ def frozen_copy(model: nn.Module) -> nn.Module:
 
 def add_lora(model: nn.Module, config: PolicyConfig) -> nn.Module:
     """Wrap ``model`` in a fresh LoRA adapter as ``config`` describes (a ``peft.PeftModel``)."""
-    from peft import LoraConfig, get_peft_model
-    from transformers.pytorch_utils import Conv1D
+    from peft import LoraConfig, get_peft_model  # noqa: PLC0415 - slow to import; LoRA only
 
     targets: list[str] | str | None = list(config.lora_target_modules) or None
     if targets == ["all-linear"]:

@@ -21,7 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
+from transformers import AutoModel, AutoTokenizer
 
 from nlhf.files import atomic_write_json
 from nlhf.models.activations import fuse_gelu
@@ -63,8 +65,6 @@ class PreferenceModel(nn.Module):
     def from_backbone(
         cls, name_or_path: str, rank: int = 8, max_length: int = 256
     ) -> PreferenceModel:
-        from transformers import AutoModel, AutoTokenizer
-
         with loading(name_or_path, "an encoder backbone"):
             encoder = AutoModel.from_pretrained(name_or_path)
             tokenizer = AutoTokenizer.from_pretrained(name_or_path)
@@ -111,8 +111,6 @@ class PreferenceModel(nn.Module):
         return torch.sigmoid(self.logit(prompts, responses_a, responses_b))
 
     def save(self, folder: str | Path) -> Path:
-        from safetensors.torch import save_file
-
         folder = Path(folder)
         self.encoder.save_pretrained(folder)
         self.tokenizer.save_pretrained(folder)
@@ -128,9 +126,6 @@ class PreferenceModel(nn.Module):
 
     @classmethod
     def load(cls, folder: str | Path) -> PreferenceModel:
-        from safetensors.torch import load_file
-        from transformers import AutoModel, AutoTokenizer
-
         meta = read_kind(folder)
         if meta.get("kind") != "preference-model":
             raise ValueError(f"{folder}: holds a {meta.get('kind')!r}, not a preference model")

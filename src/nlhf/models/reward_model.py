@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers.utils import logging
 
 from nlhf.files import atomic_write_json
 from nlhf.models.activations import fuse_gelu
@@ -48,8 +50,6 @@ def encode_pairs(
 @contextmanager
 def quiet_load_report():
     """Silence transformers' per-load report (it lists the fresh head as "missing")."""
-    from transformers.utils import logging
-
     level = logging.get_verbosity()
     logging.set_verbosity_error()
     try:
@@ -86,8 +86,6 @@ class RewardModel(nn.Module):
 
     @classmethod
     def from_backbone(cls, name_or_path: str, max_length: int = 256) -> RewardModel:
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
         with loading(name_or_path, "an encoder backbone"):
             with quiet_load_report():  # the new head is expected to be missing from the backbone
                 model = AutoModelForSequenceClassification.from_pretrained(
@@ -125,8 +123,6 @@ class RewardModel(nn.Module):
 
     @classmethod
     def load(cls, folder: str | Path) -> RewardModel:
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
         meta = read_kind(folder)
         if meta.get("kind") != "reward-model":
             raise ValueError(f"{folder}: holds a {meta.get('kind')!r}, not a reward model")

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from nlhf.config import ConfigError
@@ -553,7 +554,6 @@ class _Loop:
         done = bool(finished.all())
         if not self.lockstep:
             return done
-        import torch.distributed as dist
 
         flag = torch.tensor([1.0 if done else 0.0], device=self.device)
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)

@@ -14,6 +14,14 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+)
 
 EOS = "<|endoftext|>"
 PAD = "<pad>"
@@ -31,8 +39,6 @@ def tiny_causal_lm(
     pad_token_id: int | None = 0,
 ) -> torch.nn.Module:
     """A freshly initialized GPT-2 or Llama causal LM (eval mode, fp32), seeded."""
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
-
     torch.manual_seed(seed)
     ids = {"eos_token_id": eos_token_id, "bos_token_id": eos_token_id, "pad_token_id": pad_token_id}
     if kind == "gpt2":
@@ -68,9 +74,6 @@ def byte_tokenizer():
 
     Left padding, EOS also serving as BOS; any text round-trips exactly.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     vocab = {ch: i for i, ch in enumerate(alphabet)}
     vocab[EOS], vocab[PAD] = len(vocab), len(vocab) + 1

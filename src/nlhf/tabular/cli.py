@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from nlhf.config import Checked, option, to_dict
 from nlhf.files import atomic_write_json, atomic_write_text, check_folder_option
+from nlhf.tabular.convergence import run_study
 from nlhf.tabular.experiment import ALGORITHMS, compare, rlhf_gap, rlhf_sweep
 from nlhf.tabular.games import GAMES, make_game, reference_policy
 from nlhf.tabular.report import game_table, plot_kl, rlhf_table, sweep_table
@@ -93,8 +94,6 @@ def _curve_points(curve: np.ndarray, points: int = 200) -> dict[str, list]:
 
 
 def run_convergence(config: Config) -> int:
-    from nlhf.tabular.convergence import run_study
-
     out = Path(config.out)
     summary = run_study(out, steps=config.steps, seed=config.seed)
     print(f"{len(summary['rows'])} cases in {summary['seconds']:.1f} s")

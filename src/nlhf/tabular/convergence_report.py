@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from nlhf.files import atomic_path
 
@@ -76,8 +77,6 @@ def _claim_line(ax, row, err: np.ndarray) -> None:
 def plot_rates(rows: list, path: str | Path, title: str) -> Path:
     """One log-log panel per case: its error curve, the claimed rate, and in grey the other
     iterate's curve for context."""
-    from matplotlib.figure import Figure
-
     cols = 4
     nrows = int(np.ceil(len(rows) / cols))
     fig = Figure(figsize=(4.3 * cols, 3.1 * nrows))
@@ -109,8 +108,6 @@ def plot_rates(rows: list, path: str | Path, title: str) -> Path:
 
 def plot_noise(curves: dict[str, dict[int, np.ndarray]], path: str | Path) -> Path:
     """KL(π*‖π_t) with a sampled oracle, one panel per method, one curve per m."""
-    from matplotlib.figure import Figure
-
     fig = Figure(figsize=(3.6 * len(curves), 3.2))
     axes = fig.subplots(1, len(curves), squeeze=False)[0]
     for ax, (label, by_m) in zip(axes, curves.items(), strict=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure  # no pyplot: the caller's backend stays as it is
 
 from nlhf.files import atomic_path
 from nlhf.tabular.experiment import ALGORITHMS, GameResult, rlhf_gap
@@ -60,8 +61,6 @@ def sweep_table(sweeps: dict[str, dict[float, float]]) -> str:
 
 def plot_kl(results: list[GameResult], path: str | Path, schedule: str) -> Path:
     """log KL(π*‖π_t) against t for every algorithm, one panel per game, with Theorem 1's bound."""
-    from matplotlib.figure import Figure  # no pyplot: the caller's backend stays as it is
-
     cols = min(3, len(results))
     rows = int(np.ceil(len(results) / cols))
     fig = Figure(figsize=(5.2 * cols, 3.8 * rows))

@@ -13,6 +13,7 @@ summary, and its optimum can be a policy that a majority prefers against: see
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse.csgraph import connected_components
 from scipy.special import softmax
 
 from nlhf.tabular.games import sigmoid
@@ -85,8 +86,6 @@ def fit_bradley_terry(
 def _check_estimable(P: np.ndarray, W: np.ndarray) -> None:
     """The maximum-likelihood reward is finite iff every action beats every other through some
     chain of compared pairs (the "beats" graph is strongly connected); otherwise it diverges."""
-    from scipy.sparse.csgraph import connected_components
-
     beats = (W * P) > 0
     count, labels = connected_components(beats, directed=True, connection="strong")
     if count > 1:

@@ -15,12 +15,20 @@ every method returns its input untouched.  Launch commands and semantics: ``docs
 from __future__ import annotations
 
 import atexit
+import gc
 import os
+import time
 from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
 import torch
+import torch.distributed as dist
+from accelerate import Accelerator, utils
+from accelerate.utils import gather_object
+
+from nlhf import losses
+from nlhf.train.sharding import replicated
 
 T = TypeVar("T")
 
@@ -31,7 +39,6 @@ def spawned_without_accelerator() -> bool:
     (``accelerate launch --cpu`` itself starts a single process)."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or torch.cuda.is_available():
         return False
-    from accelerate import utils
 
     checks = ("is_npu_available", "is_xpu_available", "is_mlu_available", "is_musa_available")
     return not any(getattr(utils, name, lambda: False)() for name in checks)
@@ -44,7 +51,7 @@ def import_group_defaults() -> None:
     imports when it builds a model) takes ``group.WORLD`` as the default argument of ten
     functions.  Imported after the group is formed, those defaults keep the group alive after
     :func:`leave_group_at_exit` destroys it.  Imported before, the defaults are ``None``."""
-    import torch.distributed.nn.functional  # noqa: F401
+    import torch.distributed.nn.functional  # noqa: F401, PLC0415 - its import time is the point
 
 
 @cache
@@ -62,11 +69,6 @@ def leave_group_at_exit() -> Callable[[], None]:
     which the idle workers finish freeing what they hold."""
 
     def leave() -> None:
-        import gc
-        import time
-
-        import torch.distributed as dist
-
         if dist.is_available() and dist.is_initialized():
             gc.collect()
             dist.destroy_process_group()
@@ -81,8 +83,6 @@ class Processes:
 
     def __init__(self, accelerator: Any = None) -> None:
         if accelerator is None:
-            from accelerate import Accelerator
-
             import_group_defaults()
             accelerator = Accelerator(cpu=spawned_without_accelerator())
         self.accelerator = accelerator
@@ -121,7 +121,6 @@ class Processes:
         """Every process's list of picklable ``values``, concatenated in process order."""
         if not self.many:
             return values
-        from accelerate.utils import gather_object
 
         return gather_object(values)
 
@@ -166,7 +165,6 @@ class Processes:
         flag = torch.tensor([0.0 if bad is None else 1.0], device=self.device)
         if float(self.sum(flag)) == 0:
             return None
-        from accelerate.utils import gather_object
 
         names = gather_object([bad])
         return next(name for name in names if name is not None)
@@ -196,9 +194,6 @@ class Processes:
         skipped: they were broadcast before sharding, :mod:`nlhf.train.sharding`)."""
         if not self.many:
             return
-        import torch.distributed as dist
-
-        from nlhf.train.sharding import replicated
 
         for p in replicated(params):
             dist.broadcast(p.data, src=0)
@@ -213,8 +208,6 @@ class Processes:
 
 def masked_mean(procs: Processes, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """:func:`nlhf.losses.masked_mean` over the masked-in entries of every process."""
-    from nlhf import losses
-
     if not procs.many:
         return losses.masked_mean(x, mask)
     m = mask.to(x.dtype)
@@ -226,8 +219,6 @@ def masked_whiten(
     procs: Processes, x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True
 ) -> torch.Tensor:
     """:func:`nlhf.losses.masked_whiten` with the mean and variance of every process's rows."""
-    from nlhf import losses
-
     if not procs.many:
         return losses.masked_whiten(x, mask, shift_mean)
     mean = masked_mean(procs, x, mask)

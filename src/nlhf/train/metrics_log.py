@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils.tensorboard import SummaryWriter
 
 from nlhf.files import atomic_write_json
 
@@ -96,8 +97,6 @@ class MetricsLog:
             self.path.write_text("".join(line + "\n" for line in kept))
         self.writer = None
         if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
             self.writer = SummaryWriter(str(folder / "tensorboard"), purge_step=start_step + 1)
         ids = _run_ids(folder, report_to)
         self.trackers = [open_tracker(n, ids[n], project, config or {}) for n in report_to]

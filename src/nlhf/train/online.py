@@ -21,6 +21,7 @@ import torch
 
 from nlhf.config import ConfigError, option
 from nlhf.data.prompts import PromptFields, load_prompt_texts
+from nlhf.models.judges import load_judge
 from nlhf.models.judges.load import JUDGE_HELP, JudgeFields
 from nlhf.models.text import tokenize_prompts
 from nlhf.train import core
@@ -140,8 +141,6 @@ class Trainer(core.Trainer):
         torch.manual_seed(config.seed)
         policy = policy if policy is not None else load_policy(config)
         if judge is None:
-            from nlhf.models.judges import load_judge
-
             judge = load_judge(config.judge, config.judge_options())
         if prompts is None:
             prompts = load_prompt_texts(config, config.seed, policy.tokenizer)

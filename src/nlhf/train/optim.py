@@ -24,6 +24,7 @@ from typing import Any, Literal
 import torch
 
 from nlhf.train import sharding
+from nlhf.train.graft import Graft
 
 OptimizerName = Literal["adamw", "lion", "graft"]
 ScheduleName = Literal["constant", "linear", "cosine"]
@@ -83,8 +84,6 @@ def build_optimizer(
     if name == "lion":
         return Lion(params, lr=lr, weight_decay=weight_decay)
     if name == "graft":
-        from nlhf.train.graft import Graft
-
         return Graft(params, lr=lr, weight_decay=weight_decay)
     if name != "adamw":
         raise ValueError(f"optimizer must be adamw, lion or graft, got {name!r}")

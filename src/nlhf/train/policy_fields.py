@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from nlhf.assets import resolve_model
 from nlhf.config import Checked, option
-from nlhf.models.policy import LORA_ALPHA, LORA_TARGET_MODULES
+from nlhf.models import Policy, PolicyConfig
+from nlhf.models.policy import LORA_ALPHA, LORA_TARGET_MODULES, resolve_dtype
 
 
 @dataclass
@@ -55,10 +57,6 @@ class PolicyFields(Checked):
 
 def load_policy(config: PolicyFields):
     """The :class:`nlhf.models.Policy` that ``config`` describes (embedded names resolved)."""
-    from nlhf.assets import resolve_model
-    from nlhf.models import Policy, PolicyConfig
-    from nlhf.models.policy import resolve_dtype
-
     return Policy.load(
         PolicyConfig(
             model=resolve_model(config.policy, "policy"),

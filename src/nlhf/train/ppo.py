@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from safetensors.torch import save_file
 
 from nlhf.config import option
 from nlhf.errors import UserError
@@ -399,8 +400,6 @@ class PPO(Algorithm):
 
     def save_value_head(self, folder: str | Path) -> Path:
         """Write the head's weights to ``<folder>/value_head.safetensors`` (atomically)."""
-        from safetensors.torch import save_file
-
         path = Path(folder) / "value_head.safetensors"
         state = {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}
         with atomic_path(path) as tmp:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nlhf.assets import resolve_model
 from nlhf.config import option
+from nlhf.models.preference_model import PreferenceModel
 from nlhf.train.judge_training import JudgeTrainConfig, train_judge
 from nlhf.train.pairs import load_training_pairs
 
@@ -36,10 +38,7 @@ def pair_logit(model, prompts, chosen, rejected):
 
 
 def run(config: Config) -> int:
-    from transformers import set_seed
-
-    from nlhf.assets import resolve_model
-    from nlhf.models.preference_model import PreferenceModel
+    from transformers import set_seed  # noqa: PLC0415 - its module imports peft, slowly
 
     set_seed(config.seed)  # before the fresh heads are initialized
     pairs = load_training_pairs(config, config.seed)

@@ -18,6 +18,9 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import DTensor, distribute_tensor
 
 from nlhf.config import ConfigError
 from nlhf.models.lm import hf_model
@@ -38,8 +41,6 @@ def layer_modules(model: nn.Module) -> list[nn.Module]:
 
 def shard_model(model: nn.Module) -> None:
     """``fully_shard`` each decoder layer, then the whole model, with summed gradients."""
-    from torch.distributed.fsdp import FSDPModule, fully_shard
-
     for layer in layer_modules(model):
         fully_shard(layer)
     # The root too gives its weights back after each forward (FSDP keeps them gathered by
@@ -61,8 +62,6 @@ def shard_policy(policy: Any) -> None:
 
 def whole(value: torch.Tensor) -> torch.Tensor:
     """The full tensor behind a sharded one (a collective); any other tensor as it is."""
-    from torch.distributed.tensor import DTensor
-
     return value.full_tensor() if isinstance(value, DTensor) else value
 
 
@@ -83,8 +82,6 @@ def whole_tensors(values: dict[str, torch.Tensor], keep: bool = True) -> dict[st
 def like(value: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
     """A whole tensor on ``param``'s device, sharded as ``param`` is (a collective when it
     is sharded)."""
-    from torch.distributed.tensor import DTensor, distribute_tensor
-
     value = value.to(param.device)
     if isinstance(param, DTensor):
         value = distribute_tensor(value, param.device_mesh, param.placements)
@@ -94,8 +91,6 @@ def like(value: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
 def like_parameters(model: nn.Module, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Whole tensors (by parameter name) on their parameters' devices, and sharded as those
     parameters are (a collective when the model is sharded)."""
-    from torch.distributed.tensor import DTensor
-
     params = dict(model.named_parameters())
     return {
         name: value if isinstance(value, DTensor) else like(value, params[name])
@@ -135,8 +130,6 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]
     """Load a state written by :func:`optimizer_state`.  The state tensors of a sharded
     parameter (those shaped like it) are sharded one at a time before loading, so no process
     holds the whole optimizer state on its device."""
-    from torch.distributed.tensor import DTensor
-
     params = [p for group in optimizer.param_groups for p in group["params"]]
     entries = {}
     for index, entry in state["state"].items():
@@ -162,7 +155,6 @@ def saved_state(policy: Any, main: bool) -> dict[str, torch.Tensor] | None:
     """
     if policy.is_lora:
         return trainable_state(policy.model, keep=main)
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     state = get_model_state_dict(policy.model, options=options)
@@ -209,6 +201,4 @@ def restore_weights(model: nn.Module, optimizer: torch.optim.Optimizer, state: d
 def replicated(params: list[torch.nn.Parameter]) -> list[torch.nn.Parameter]:
     """The parameters FSDP does not shard (a head kept beside the policy): their gradients
     are summed over the processes by the trainer, the sharded ones' by FSDP."""
-    from torch.distributed.tensor import DTensor
-
     return [p for p in params if not isinstance(p, DTensor)]

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from nlhf.train.sharding import whole
 
@@ -55,7 +56,6 @@ def swapped_weights(model: nn.Module, weights: dict[str, torch.Tensor]) -> Itera
     unknown = sorted(set(weights) - set(params))
     if unknown:
         raise KeyError(f"swapped_weights: the model has no parameters named {unknown[:3]}")
-    from torch.distributed.tensor import DTensor
 
     saved: dict[str, torch.Tensor] = {}
     copied: dict[str, torch.Tensor] = {}

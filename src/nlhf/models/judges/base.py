@@ -24,6 +24,8 @@ from typing import Protocol
 
 import torch
 
+from nlhf.assets import vader
+
 
 class Judge(Protocol):
     def __call__(
@@ -118,8 +120,6 @@ class LexiconJudge(ScoreJudge):
     def __init__(self, scale: float = 5.0, polarity: Callable[[str], dict] | None = None) -> None:
         super().__init__(scale)
         if polarity is None:
-            from nlhf.assets import vader
-
             polarity = vader()
         self.polarity = polarity
 

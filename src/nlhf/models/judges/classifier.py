@@ -19,9 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from nlhf.models.errors import ModelError, loading
 from nlhf.models.judges.base import DEFAULTS, JudgeOptions, ScoreJudge, in_batches
+from nlhf.models.lm import DTYPES
 
 PROBABILITY_SCALE = 10.0  # σ(10·Δp): a full swing of the class probability is near-certain
 
@@ -62,10 +64,6 @@ class SequenceClassifierJudge(ScoreJudge):
 
     @classmethod
     def load(cls, where: str | Path, options: JudgeOptions = DEFAULTS) -> SequenceClassifierJudge:
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        from nlhf.models.lm import DTYPES
-
         with loading(where, "a sequence classifier"):
             tokenizer = AutoTokenizer.from_pretrained(str(where))
             model = AutoModelForSequenceClassification.from_pretrained(

@@ -25,11 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from transformers import AutoConfig
 
 from nlhf.config import Checked, option
 from nlhf.models.errors import ModelError
 from nlhf.models.judges.base import FunctionJudge, Judge, JudgeOptions, LexiconJudge, ScoreJudge
 from nlhf.models.judges.cache import cached
+from nlhf.models.judges.classifier import SequenceClassifierJudge
+from nlhf.models.judges.length import length_penalized
+from nlhf.models.judges.pairwise import PairwiseLMJudge
 from nlhf.models.judges.population import (
     CRITERIA,
     DEFAULT,
@@ -37,6 +41,10 @@ from nlhf.models.judges.population import (
     Criterion,
     PopulationJudge,
 )
+from nlhf.models.judges.remote import remote_judge
+from nlhf.models.judges.trained import trained_judge
+from nlhf.models.lm import DTYPES
+from nlhf.models.reward_model import KIND_FILE
 
 JUDGE_HELP = (
     "judge: vader; a folder from nlhf train reward-model|preference-model; any sequence "
@@ -79,7 +87,6 @@ class JudgeFields(Checked):
             raise ValueError("judge_batch_size must be ≥ 1 and judge_max_length ≥ 16")
         if not abs(penalty := self.judge_length_penalty) <= 100:  # NaN, ±inf and 1e308 too
             raise ValueError(f"judge_length_penalty must be in [-100, 100], got {penalty}")
-        from nlhf.models.lm import DTYPES
 
         if self.judge_dtype not in DTYPES:
             raise ValueError(f"judge_dtype must be one of {', '.join(DTYPES)}")
@@ -110,8 +117,6 @@ def architecture(where: str) -> str:
             raise ModelError(f"{where}: not a judge: no nlhf_judge.json, no config.json")
         names = json.loads(config_file.read_text()).get("architectures") or []
     else:
-        from transformers import AutoConfig
-
         try:
             names = AutoConfig.from_pretrained(where).architectures or []
         except (OSError, ValueError) as exc:
@@ -139,13 +144,9 @@ def python_judge(spec: str) -> FunctionJudge:
 
 def build_judge(spec: str, options: JudgeOptions) -> Judge:
     """The judge ``spec`` names, without the cache."""
-    from nlhf.models.reward_model import KIND_FILE
-
     if spec == "vader":
         return LexiconJudge()
     if spec.startswith(("http://", "https://")):
-        from nlhf.models.judges.remote import remote_judge
-
         return remote_judge(spec, options.token)
     if spec.startswith("python:"):
         return python_judge(spec)
@@ -153,19 +154,13 @@ def build_judge(spec: str, options: JudgeOptions) -> Judge:
         return population_judge(spec.removeprefix("population:"))
     path = Path(spec)
     if path.is_dir() and (path / KIND_FILE).exists():
-        from nlhf.models.judges.trained import trained_judge
-
         return trained_judge(path, options)
     if not path.exists() and (spec.startswith((".", "/", "~")) or spec.count("/") > 1):
         raise ModelError(f"{spec}: no such judge folder")
     kind = architecture(spec)
     if kind.endswith("ForSequenceClassification"):
-        from nlhf.models.judges.classifier import SequenceClassifierJudge
-
         return SequenceClassifierJudge.load(spec, options)
     if kind.endswith(("ForCausalLM", "LMHeadModel")):
-        from nlhf.models.judges.pairwise import PairwiseLMJudge
-
         return PairwiseLMJudge.load(spec, options)
     raise ModelError(
         f"{spec}: a {kind} is neither a sequence classifier nor a causal LM, so not a judge"
@@ -226,7 +221,5 @@ def load_judge(spec: str, options: JudgeOptions | None = None) -> Judge:
     options = options or JudgeOptions()
     judge = build_judge(spec, options)
     if options.length_penalty:
-        from nlhf.models.judges.length import length_penalized
-
         judge = length_penalized(judge, options.length_penalty)
     return cached(judge) if options.cache else judge

@@ -23,6 +23,7 @@ import torch
 
 from nlhf.models.errors import ModelError
 from nlhf.models.judges.base import DEFAULTS, JudgeOptions, check, in_batches
+from nlhf.models.lm import load_causal_lm
 
 DEFAULT_TEMPLATE = (
     "Which response answers the prompt better? Reply with one letter, A or B.\n\n"
@@ -62,8 +63,6 @@ class PairwiseLMJudge:
 
     @classmethod
     def load(cls, where: str | Path, options: JudgeOptions = DEFAULTS) -> PairwiseLMJudge:
-        from nlhf.models.lm import load_causal_lm
-
         model, tokenizer = load_causal_lm(str(where), options.dtype)
         return cls(model.to(options.torch_device()), tokenizer, options)
 

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from nlhf.assets import vader
 from nlhf.config import Checked
 from nlhf.models.errors import ModelError
 from nlhf.models.judges.base import check
@@ -60,8 +61,6 @@ def _words(text: str) -> list[str]:
 
 
 def _vader() -> Criterion:
-    from nlhf.assets import vader
-
     polarity = vader()
     return _per_text(lambda t: polarity(t)["compound"])
 

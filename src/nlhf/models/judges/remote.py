@@ -28,7 +28,7 @@ TOKEN_ENV = "NLHF_JUDGE_TOKEN"  # the token, where ``ps`` does not show it
 
 class _Client:
     def __init__(self, url: str, token: str = "", timeout: float = 600.0) -> None:
-        import httpx
+        import httpx  # noqa: PLC0415 - httpx is no dependency of nlhf
 
         self.url, self.timeout = url.rstrip("/"), timeout
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -36,7 +36,7 @@ class _Client:
 
     def ask(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """The server's answer; a 503 (busy past its deadline) is asked again until timeout."""
-        import httpx
+        import httpx  # noqa: PLC0415 - httpx is no dependency of nlhf
 
         give_up = time.monotonic() + self.timeout
         try:

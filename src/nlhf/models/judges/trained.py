@@ -14,6 +14,7 @@ import torch
 
 from nlhf.models.errors import ModelError
 from nlhf.models.judges.base import JudgeOptions, ScoreJudge, check, in_batches
+from nlhf.models.lm import DTYPES
 from nlhf.models.preference_model import PreferenceModel
 from nlhf.models.reward_model import KIND_FILE, RewardModel, read_kind
 
@@ -60,8 +61,6 @@ class PreferenceModelJudge:
 
 def trained_judge(folder: Path, options: JudgeOptions) -> RewardModelJudge | PreferenceModelJudge:
     """The judge in a folder written by ``nlhf train reward-model|preference-model``."""
-    from nlhf.models.lm import DTYPES
-
     kind = read_kind(folder).get("kind")
     place = {"device": options.torch_device(), "dtype": DTYPES[options.dtype]}
     if kind == "reward-model":
