@@ -1,6 +1,7 @@
 """The tournament end to end on tiny GPT-2 policies: sampling, judging, KL, report files."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -108,6 +109,19 @@ def test_report_files(result):
     assert f"{res.win_rates['count_a'].mean[2, 0]:.2f} [" in md
     image = matplotlib.image.imread(out / "heatmap.png")
     assert image.ndim == 3 and image.shape[0] > 200
+
+
+def test_a_policy_samples_the_same_texts_from_another_folder(folders, tmp_path):
+    """The seeds come from the entrant's name in the run, not from the path it is stored at
+    (two demo runs with dated output folders once sampled different tournaments)."""
+    moved = tmp_path / "elsewhere" / "2026-01-01" / "policy"
+    shutil.copytree(folders["ad2"], moved)
+    settings = Sampling(samples_per_prompt=2, max_new_tokens=8)
+    texts = []
+    for path in (folders["ad2"], moved):
+        entrants, ref = parse_entrants([f"ad1={folders['ad1']}", f"ad2={path}"])
+        texts.append(sample_entrants(entrants, ref, PROMPTS, settings, False)[1].texts)
+    assert texts[0] == texts[1]
 
 
 def test_samples_depend_only_on_seed_policy_and_row(folders):

@@ -39,7 +39,8 @@ class Entrant:
 
     name: str
     spec: str
-    """the spec without its display name (also salts the policy's sampling seeds)."""
+    """the spec without its display name (the name, unique in a run, salts the sampling
+    seeds: the same policy samples the same texts wherever its folder lies)."""
     kind: Literal["reference", "adapter", "model"]
     path: str
     """what loads: the model folder or name, the adapter folder, or the reference's path."""

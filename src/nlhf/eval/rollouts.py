@@ -180,7 +180,7 @@ def sample_entrants(
             tokenizer,
             prompts,
             settings,
-            spec_salt(entrant.spec),
+            spec_salt(entrant.name),  # what it is in the run, not where it is stored
             reference,
             kl,
             bar.update,
