@@ -29,9 +29,9 @@ from torch import nn
 from nlhf.config import option
 from nlhf.data import length_baseline_accuracy
 from nlhf.data.chat import render_prompt
-from nlhf.judge.evaluation import calibration_error
+from nlhf.judge.evaluation import accuracy, calibration_error
 from nlhf.losses import bradley_terry_loss
-from nlhf.metrics import log_loss, wilson_interval
+from nlhf.metrics import log_loss
 from nlhf.models.policy import resolve_dtype
 from nlhf.train.core import Module, Trainer, TrainFields
 from nlhf.train.distributed import Processes
@@ -102,11 +102,10 @@ def evaluate(
     ]
     margin = torch.cat(logits).numpy().astype(np.float64)
     p = 1.0 / (1.0 + np.exp(-margin))
-    correct = float((margin > 0).sum() + 0.5 * (margin == 0).sum())
-    low, high = wilson_interval(correct, len(margin))
+    acc, low, high = accuracy(0.5 + 0.5 * np.sign(margin))  # a zero margin counts half
     return {
         "pairs": len(margin),
-        "accuracy": correct / len(margin),
+        "accuracy": acc,
         "accuracy_ci95": [low, high],
         "mean_margin": float(margin.mean()),
         "log_loss": log_loss(p, np.ones_like(p)),

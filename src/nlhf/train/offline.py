@@ -28,8 +28,8 @@ from nlhf.data.errors import DataError
 from nlhf.data.loader import check_source, collect
 from nlhf.data.rows import read_rows
 from nlhf.data.schema import as_prompt_content
+from nlhf.judge.evaluation import accuracy
 from nlhf.losses import dpo_loss, ipo_loss, sft_loss
-from nlhf.metrics import wilson_interval
 from nlhf.train.core import Trainer, TrainFields
 from nlhf.train.distributed import Processes
 from nlhf.train.pairs import (
@@ -287,11 +287,10 @@ class PairObjective(_Encoding):
                 float(self.loss_fn(logps[:n], logps[n:], ref[:n], ref[n:], self.beta)) * n
             )
         margin = torch.cat(margins).double()
-        correct = float((margin > 0).sum() + 0.5 * (margin == 0).sum())
-        low, high = wilson_interval(correct, len(margin))
+        acc, low, high = accuracy(0.5 + 0.5 * margin.sign().numpy())  # a zero margin counts half
         return {
             "pairs": len(margin),
-            "accuracy": correct / len(margin),
+            "accuracy": acc,
             "accuracy_ci95": [low, high],
             "reward_margin": float(margin.mean()),
             "loss": sum(losses) / len(margin),
