@@ -10,15 +10,14 @@ stages (name → work, in order) and its report (:class:`nlhf.reporting.Report`,
 folder).  A new run writes its resolved options to ``config.yaml``; the same command resumes
 it: stages recorded in ``stages.json`` (after their own outputs, so "recorded" implies
 "complete") are skipped, and options that differ from those it started with are refused,
-except ``out`` and ``progress``.  Ctrl-C stops it with the command that continues it.  Last, the
-stages language-model runs share: prompts, both judges, the tournament.
+except ``out`` and ``progress``.  Ctrl-C stops it with the command that continues it.  The
+stages that language-model runs share are in :mod:`nlhf.lm_stages`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shlex
 import time
 from collections.abc import Callable
@@ -31,13 +30,8 @@ import yaml
 
 from nlhf.assets import KEYWORDS, resolve_model
 from nlhf.config import Checked, ConfigError, load_yaml, to_dict
-from nlhf.data.movie_reviews import review_prompts
-from nlhf.data.prompts import PromptFields
-from nlhf.eval import run_tournament
-from nlhf.eval.rollouts import Sampling
 from nlhf.files import atomic_write_json, atomic_write_text, check_folder_option
 from nlhf.models.policy import resolve_dtype
-from nlhf.train import preference_model, reward_model
 
 FREE_ON_RESUME = frozenset({"out", "progress"})
 """Options that may change between an interrupted run and its resumption."""
@@ -217,78 +211,3 @@ class Run:
         """The resolved options a run folder was started with."""
         names = {f.name for f in dataclasses.fields(self.config)}
         return self.config(**{k: v for k, v in load_yaml(layout.config).items() if k in names})
-
-
-# --------------------------------------------------------------------------- shared stages
-
-
-def write_prompts(seed: int, files: dict[Path, int]) -> dict[str, Any]:
-    """Disjoint IMDB review openings of the trainers' default length, as many to each file as
-    it asks, in order; records the machine's CPUs for the report."""
-    pool = review_prompts(sum(files.values()), words=PromptFields().prompt_words, seed=seed)
-    start = 0
-    for path, n in files.items():
-        pool[start : start + n].to_jsonl(path)
-        start += n
-    return {"cpus": os.cpu_count()}
-
-
-def judge_configs(config: Any, layout: RunFolder, **data: Any) -> dict[str, Any]:
-    """The reward-model and preference-model configs of a run: the same pairs (``data``: the
-    judge trainers' data fields) and held-out split, the run's encoder, dtype and seed."""
-    shared = dict(
-        backbone=config.encoder,
-        max_length=config.judge_max_length,
-        dtype=config.dtype,
-        seed=config.seed,
-        progress=config.progress,
-        **data,
-    )
-    return {
-        "reward-model": reward_model.Config(out=str(layout.judge("reward-model")), **shared),
-        "preference-model": preference_model.Config(
-            out=str(layout.judge("preference-model")), rank=config.pm_rank, **shared
-        ),
-    }
-
-
-def train_judges(configs: dict[str, Any]) -> dict[str, Any]:
-    """Train each judge of :func:`judge_configs` whose folder has no ``metrics.json`` yet;
-    the held-out accuracy of each."""
-    runners = {"reward-model": reward_model.run, "preference-model": preference_model.run}
-    accuracy = {}
-    for kind, judge_config in configs.items():
-        metrics = Path(judge_config.out) / "metrics.json"
-        if not metrics.exists():
-            runners[kind](judge_config)
-        accuracy[kind] = json.loads(metrics.read_text())["held_out"]["accuracy"]
-    return {"held_out_accuracy": accuracy}
-
-
-def tournament(
-    config: Any,
-    entrants: list[str],
-    prompts: list[str],
-    judges: Any,
-    samples_per_prompt: int,
-    show_samples: int,
-    out: Path | None = None,
-) -> Any:
-    """:func:`nlhf.eval.run_tournament` of ``entrants`` on ``prompts`` against the run's
-    reference policy, sampled with the run's tokens per completion, seed and dtype."""
-    sampling = Sampling(
-        samples_per_prompt=samples_per_prompt,
-        max_new_tokens=config.max_new_tokens,
-        seed=config.seed,
-        dtype=config.dtype,
-    )
-    return run_tournament(
-        entrants,
-        prompts,
-        judges,
-        reference=resolve_model(config.policy, "policy"),
-        sampling=sampling,
-        show_samples=show_samples,
-        progress=config.progress,
-        out=out,
-    )

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nlhf.demo.config import Config
-from nlhf.resumable import RunFolder, judge_configs
+from nlhf.lm_stages import judge_configs
+from nlhf.resumable import RunFolder
 from nlhf.train import dno, inpo, nash_ema, nash_md, online_dpo, ppo, sppo
 
 

@@ -17,8 +17,9 @@ from nlhf.demo.plan import (
     tournament_entrants,
     tournament_judges,
 )
+from nlhf.lm_stages import tournament, train_judges, write_prompts
 from nlhf.reporting import read_metrics
-from nlhf.resumable import RunFolder, Stages, tournament, train_judges, write_prompts
+from nlhf.resumable import RunFolder, Stages
 
 
 def train_policy(method: Method) -> dict[str, Any]:

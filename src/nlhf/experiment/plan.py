@@ -13,7 +13,7 @@ from typing import Any
 
 from nlhf.data.prompts import PromptFields, load_prompt_texts
 from nlhf.experiment.config import Config, Layout
-from nlhf.resumable import judge_configs
+from nlhf.lm_stages import judge_configs
 from nlhf.train import nash_md, ppo
 
 

@@ -38,11 +38,12 @@ from nlhf.experiment.exact_population import (
 from nlhf.experiment.plan import pair_judge_configs, prompt_texts, route_configs
 from nlhf.experiment.tuning import tune, tuned_settings
 from nlhf.files import atomic_write_json, atomic_write_text
+from nlhf.lm_stages import tournament, train_judges, write_prompts
 from nlhf.models.judges import JudgeOptions, load_judge
 from nlhf.models.judges.population import PopulationJudge
 from nlhf.models.lm import load_causal_lm
 from nlhf.reporting import read_metrics
-from nlhf.resumable import Stages, tournament, train_judges, write_prompts
+from nlhf.resumable import Stages
 from nlhf.train import nash_md, ppo
 from nlhf.train.online import Trainer
 from nlhf.train.pairs import load_training_pairs

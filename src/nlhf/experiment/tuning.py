@@ -28,7 +28,7 @@ from nlhf.experiment.config import Config, Layout
 from nlhf.experiment.exact_population import load_population
 from nlhf.experiment.plan import prompt_texts, route_configs
 from nlhf.files import atomic_write_json
-from nlhf.resumable import tournament
+from nlhf.lm_stages import tournament
 from nlhf.train import nash_md, ppo
 
 PPO_GRID: dict[str, dict[str, float]] = {
