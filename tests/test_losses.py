@@ -36,6 +36,38 @@ def test_kl_estimators_are_unbiased_where_claimed():
         L.kl_estimate(log_pi, log_mu, "k4")
 
 
+def test_exact_kl_equals_the_kl_of_whole_sequences_enumerated():
+    """A two-step chain on a 3-token vocabulary: E_π[exact_kl(y)] is KL(π(y)‖μ(y)) of the
+    9 sequences, and one sequence's exact KL is its positions' KLs summed, masked after EOS."""
+    torch.manual_seed(0)
+    first_pi, first_mu = torch.randn(3), torch.randn(3)
+    second_pi, second_mu = torch.randn(3, 3), torch.randn(3, 3)  # row: the first token
+    ys = [(a, b) for a in range(3) for b in range(3)]
+    logits = torch.stack([torch.stack([first_pi, second_pi[a]]) for a, _ in ys])
+    ref = torch.stack([torch.stack([first_mu, second_mu[a]]) for a, _ in ys])
+    mask = torch.ones(9, 2, dtype=torch.bool)
+    per_sequence = L.exact_kl(logits, ref, mask)
+    logp = (
+        (logits.log_softmax(-1)[torch.arange(9), :, :])
+        .gather(-1, torch.tensor(ys)[..., None])[..., 0]
+        .sum(-1)
+    )
+    logq = ref.log_softmax(-1).gather(-1, torch.tensor(ys)[..., None])[..., 0].sum(-1)
+    enumerated = (logp.exp() * (logp - logq)).sum()
+    assert (logp.exp() * per_sequence).sum().item() == pytest.approx(enumerated.item(), rel=1e-5)
+    assert enumerated.item() > 0.05  # a KL that a wrong sum would miss
+    masked = L.exact_kl(logits, ref, torch.tensor([[True, False]] * 9))
+    lp, lq = first_pi.log_softmax(0), first_mu.log_softmax(0)
+    torch.testing.assert_close(masked, (lp.exp() * (lp - lq)).sum().expand(9))
+
+
+def test_exact_kl_is_zero_for_equal_distributions_and_ignores_a_logit_shift():
+    logits = torch.randn(2, 4, 5)
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    torch.testing.assert_close(L.exact_kl(logits, logits + 3.0, mask), torch.zeros(2))
+    assert (L.exact_kl(logits, torch.randn(2, 4, 5), mask) > 0).all()
+
+
 def test_bradley_terry_and_preference_losses():
     rc, rr = torch.tensor([2.0, 0.0]), torch.tensor([1.0, 1.0])
     expected = (-math.log(1 / (1 + math.exp(-1))) - math.log(1 / (1 + math.exp(1)))) / 2

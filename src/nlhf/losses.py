@@ -81,6 +81,21 @@ def kl_estimate(
     raise ValueError(f"unknown KL estimator {kind!r}; choose k1, k2 or k3")
 
 
+def exact_kl(logits: torch.Tensor, ref_logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-sequence KL(π‖μ) summed along the completion, exact over the vocabulary (B,).
+
+    ``logits`` and ``ref_logits`` are (B, T, V): position t holds the logits of the
+    distribution token t was drawn from, under π and under μ.  Each position contributes
+    Σ_v π(v) log(π(v)/μ(v)) (fp32), masked positions nothing.  Taken along samples of π, the
+    sum is the sequence KL with the sampling noise of the tokens themselves removed (Tang et
+    al. 2024, App. D); its expectation equals that of :func:`kl_estimate`'s k1 summed.
+    """
+    logp = F.log_softmax(logits.float(), dim=-1)
+    logq = F.log_softmax(ref_logits.float(), dim=-1)
+    per_position = (logp.exp() * (logp - logq)).sum(-1)
+    return masked_sum(per_position, mask, dim=-1)
+
+
 # --------------------------------------------------------------------------- NLHF
 
 

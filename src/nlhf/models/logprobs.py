@@ -4,6 +4,8 @@
     lp = completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
     lp.shape == completion_ids.shape        # fp32, 0 where completion_mask is 0
     lp.sum(-1)                              # per-sequence log-probability
+    kl = completion_kl(policy.model, policy.reference, prompt_ids, prompt_mask,
+                       completion_ids, completion_mask)  # (B,) exact KL(π‖μ), no gradient
 
 Conventions shared with the sampler (:mod:`nlhf.models.sampling`):
 
@@ -21,6 +23,7 @@ from typing import Any
 
 import torch
 
+from nlhf.losses import exact_kl
 from nlhf.models.lm import Caller, as_model
 
 
@@ -81,6 +84,77 @@ def completion_logprobs(
     prompt row j mod B): with k > 1 the prompts run once and their KV cache (with its
     gradient path) serves every copy, which saves their share of the forward and backward.
     """
+    completion_mask = _checked(prompt_ids, prompt_mask, completion_ids, completion_mask)
+    if completion_ids.shape[1] == 0:
+        return torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
+    logits = completion_logits(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
+    lp = token_logprobs(logits, completion_ids)
+    return lp.masked_fill(completion_mask == 0, 0.0)
+
+
+def completion_logits(
+    model: Any,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The logits (kB, T, V) of the distributions each completion token was drawn from
+    (position t: after the prompt and tokens < t), in the model's dtype; arguments and
+    gradients as in :func:`completion_logprobs`."""
+    completion_mask = _checked(prompt_ids, prompt_mask, completion_ids, completion_mask)
+    caller = Caller(as_model(model, "model"))
+    batch, steps = prompt_ids.shape[0], completion_ids.shape[1]
+    copies = completion_ids.shape[0] // batch
+    if copies > 1:
+        return _shared_prompt_logits(
+            caller, prompt_ids, prompt_mask, completion_ids, completion_mask, copies
+        )
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    mask = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
+    logits = caller(input_ids, mask, position_ids_from_mask(mask), logits_to_keep=steps + 1)
+    return logits[:, :-1]
+
+
+@torch.no_grad()
+def completion_kl(
+    model: Any,
+    reference: Any,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor | None = None,
+    rows: int = 8,
+) -> torch.Tensor:
+    """Exact KL(π‖μ) of each completion (kB,), fp32: Σ over its positions of the KL between
+    the model's and the reference's next-token distributions over the whole vocabulary
+    (:func:`nlhf.losses.exact_kl`).  No gradient; ``rows`` completions per forward keep the
+    two (rows, T, V) logit tensors small.  Arguments as in :func:`completion_logprobs`."""
+    completion_mask = _checked(prompt_ids, prompt_mask, completion_ids, completion_mask)
+    copies = completion_ids.shape[0] // prompt_ids.shape[0]
+    prompt_ids, prompt_mask = prompt_ids.repeat(copies, 1), prompt_mask.repeat(copies, 1)
+    out = torch.zeros(completion_ids.shape[0], dtype=torch.float32, device=completion_ids.device)
+    if completion_ids.shape[1] == 0:
+        return out
+    for start in range(0, completion_ids.shape[0], rows):
+        part = slice(start, start + rows)
+        args = (prompt_ids[part], prompt_mask[part], completion_ids[part], completion_mask[part])
+        out[part] = exact_kl(
+            completion_logits(model, *args),
+            completion_logits(reference, *args).to(out.device),
+            completion_mask[part].bool(),
+        ).to(out.device)
+    return out
+
+
+def _checked(
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor | None,
+) -> torch.Tensor:
+    """Raise on shapes or masks that break the module's conventions; the completion mask
+    (all ones when None)."""
     if prompt_ids.shape != prompt_mask.shape:
         raise ValueError(
             f"prompt_ids {tuple(prompt_ids.shape)} and prompt_mask "
@@ -101,23 +175,10 @@ def completion_logprobs(
         )
     check_left_padded(prompt_mask, "prompt_mask")
     check_right_padded(completion_mask)
-    steps = completion_ids.shape[1]
-    if steps == 0:
-        return torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
-    caller = Caller(as_model(model, "model"))
-    copies = completion_ids.shape[0] // batch
-    if copies > 1:
-        return _shared_prompt_logprobs(
-            caller, prompt_ids, prompt_mask, completion_ids, completion_mask, copies
-        )
-    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
-    mask = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
-    logits = caller(input_ids, mask, position_ids_from_mask(mask), logits_to_keep=steps + 1)
-    lp = token_logprobs(logits[:, :-1], completion_ids)
-    return lp.masked_fill(completion_mask == 0, 0.0)
+    return completion_mask
 
 
-def _shared_prompt_logprobs(
+def _shared_prompt_logits(
     caller: Caller,
     prompt_ids: torch.Tensor,
     prompt_mask: torch.Tensor,
@@ -125,7 +186,7 @@ def _shared_prompt_logprobs(
     completion_mask: torch.Tensor,
     copies: int,
 ) -> torch.Tensor:
-    """:func:`completion_logprobs` with ``copies`` completions per prompt: the prompts'
+    """:func:`completion_logits` with ``copies`` completions per prompt: the prompts'
     forward once, its cache repeated for every copy, then the completions' forward."""
     cache = caller.new_cache()  # growing cache: its row selection is differentiable
     prompt_mask = prompt_mask.long()
@@ -141,5 +202,4 @@ def _shared_prompt_logprobs(
     if steps > 1:
         rest = caller(completion_ids[:, :-1], mask[:, :-1], positions[:, :-1], cache=cache)
         logits = torch.cat([logits, rest], dim=1)
-    lp = token_logprobs(logits, completion_ids)
-    return lp.masked_fill(completion_mask == 0, 0.0)
+    return logits
