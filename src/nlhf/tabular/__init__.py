@@ -5,7 +5,9 @@
     traj = nash_md(P, mu, tau=tau, eta=eta, steps=T)    # (T + 1, n): π_0 … π_T
 
 The general-preference family's exact updates (SPPO, INPO, ONPO, online IPO, EGPO, MMD,
-magnet reset, …) are in :mod:`nlhf.tabular.family`; their convergence study is
+magnet reset, …) are in :mod:`nlhf.tabular.family`; the decoy and cycle predictions of a
+forced choice among completion types (RLHF's Borda pick against the maximal lottery) are in
+:mod:`nlhf.tabular.lottery`; their convergence study is
 :func:`nlhf.tabular.convergence.run_study`.  Command line: ``nlhf tabular --help``.
 numpy and scipy only.
 """
@@ -34,6 +36,7 @@ from nlhf.tabular.games import (
     random_intransitive,
     reference_policy,
 )
+from nlhf.tabular.lottery import predict, ranking_population, worst_case
 from nlhf.tabular.measures import exploitability, kl, total_variation, win_rate
 from nlhf.tabular.rlhf import fit_bradley_terry, rlhf_policy
 from nlhf.tabular.solver import solve_regularized_nash
@@ -61,8 +64,10 @@ __all__ = [
     "omwu",
     "online_ipo",
     "onpo",
+    "predict",
     "proximal_point",
     "random_intransitive",
+    "ranking_population",
     "reference_policy",
     "rlhf_policy",
     "sampled_oracle",
@@ -71,4 +76,5 @@ __all__ = [
     "theorem_schedule",
     "total_variation",
     "win_rate",
+    "worst_case",
 ]
