@@ -25,13 +25,16 @@ These equal a fresh full forward pass (:meth:`Policy.logprobs`) on the returned 
 
 How.  One decode loop serves every row: per token, one batched forward of the policy over all
 sample rows (``sample_pair``: [y rows ; y′ rows]) and one of the reference over the rows that
-need μ, both with their own KV cache, so the cost is linear in the length.  When the
-reference is the LoRA policy's adapter-disabled view, policy and reference rows share a single
-forward (peft's per-row ``adapter_names``) and a single cache.  The prompt is run once per
-model and its cache copied to the rows that share it.  The loop runs in eval mode (restored
-afterwards) under ``torch.no_grad``.  With a model sharded over processes by FSDP
-(``fsdp=true``) every forward is a collective, so the loop stops early only once the rows of
-every process have ended.
+need μ, each with a KV cache allocated once, so the cost is linear in the length.  For
+Llama-family and GPT-2 models (full fine-tuning or bare models) both forwards run on the lean
+path (:mod:`nlhf.models.decode_lean`: the model's weights driven by torch ops, a static
+cache, no transformers call per token); any other model goes through transformers
+(:mod:`nlhf.models.decode_general`), where a LoRA policy and its adapter-disabled reference
+share one forward (peft's per-row ``adapter_names``).  Both paths sample the same tokens.
+The prompt runs once per model and fills the cache of every row that shares it.  The loop
+runs in eval mode (restored afterwards) under ``torch.no_grad``.  With a model sharded by
+FSDP (``fsdp=true``) every forward is a collective, so the loop stops early only once the
+rows of every process have ended.
 
 ``policy`` may be a :class:`~nlhf.models.policy.Policy`, a Hugging Face causal LM or a peft
 model; ``reference`` may be None, ``policy.reference``, or any causal LM with the same
@@ -53,22 +56,26 @@ import torch.distributed as dist
 from torch import nn
 
 from nlhf.config import ConfigError
+from nlhf.models.decode import Forwards, Layout, LeanForwards
+from nlhf.models.decode_general import GeneralForwards, can_fuse
+from nlhf.models.decode_lean import lean_unsupported
 from nlhf.models.lm import (
     AdapterDisabled,
-    Caller,
     as_model,
     hf_model,
     is_peft_model,
     is_sharded,
     model_device,
 )
-from nlhf.models.logprobs import check_left_padded, position_ids_from_mask
+from nlhf.models.logprobs import check_left_padded
 from nlhf.models.mixture import check_beta, mix_logprobs
 from nlhf.models.policy import Policy
 from nlhf.models.text import eos_token_ids, pad_token_id
 from nlhf.models.warping import SamplingSettings, draw_noise, pick, warp
 
 Generators = torch.Generator | Sequence[torch.Generator] | None
+DECODERS = ("auto", "lean", "transformers")
+"""``auto``: the lean decode path when both models support it, else transformers."""
 
 
 def row_generators(seed: int, step: int, rows: list[int], salt: int = 0) -> list[torch.Generator]:
@@ -129,6 +136,7 @@ def sample(
     pad_token_id: int | None = None,
     fuse: bool | None = None,
     num_samples: int = 1,
+    decoder: str = "auto",
 ) -> SampleOutput:
     """Sample ``num_samples`` completions per prompt from π_β (β = 0: the policy; β = 1: the
     reference).
@@ -139,7 +147,8 @@ def sample(
     reference rows in one forward; None picks it whenever possible.  ``num_samples`` > 1:
     the output has ``num_samples`` × B rows, row j continuing prompt j mod B, from one decode
     loop that runs each prompt once; a sequence of generators then gives one per output row.
-    See the module doc.
+    ``decoder``: ``auto`` (the lean path where supported), ``lean`` (required: an error
+    otherwise) or ``transformers``.  See the module doc.
     """
     if int(num_samples) < 1:
         raise ValueError(f"num_samples must be ≥ 1, got {num_samples}")
@@ -156,6 +165,7 @@ def sample(
         eos_token_id,
         pad_token_id,
         fuse,
+        decoder,
     )
     if len(outs) == 1:
         return outs[0]
@@ -185,6 +195,7 @@ def sample_pair(
     pad_token_id: int | None = None,
     fuse: bool | None = None,
     policy_ref_logprobs: bool = True,
+    decoder: str = "auto",
 ) -> tuple[SampleOutput, SampleOutput]:
     """y ~ π and y′ ~ π_β for every prompt, from one decode loop: Nash-MD-PG's rollout.
 
@@ -210,6 +221,7 @@ def sample_pair(
         eos_token_id,
         pad_token_id,
         fuse,
+        decoder,
     )
     return first, second
 
@@ -258,6 +270,7 @@ def _decode(
     eos_token_id: int | Sequence[int] | None,
     pad_id: int | None,
     fuse: bool | None,
+    decoder: str = "auto",
 ) -> list[SampleOutput]:
     """Sample one group of B rows per entry of ``betas`` in a single KV-cached loop."""
     betas = [check_beta(b) for b in betas]
@@ -268,6 +281,8 @@ def _decode(
         )
     if int(max_new_tokens) < 1:
         raise ValueError(f"max_new_tokens must be ≥ 1, got {max_new_tokens}")
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {decoder!r}")
     tokenizer = policy.tokenizer if isinstance(policy, Policy) else None
     policy_model = as_model(_unwrap(policy), "policy")
     ref_model = None if reference is None else as_model(_unwrap(reference), "reference")
@@ -278,23 +293,10 @@ def _decode(
         else [int(e) for e in ([eos_token_id] if isinstance(eos_token_id, int) else eos_token_id)]
     )
     pad = pad_token_id(policy_model, tokenizer) if pad_id is None else int(pad_id)
+    _check_prompts(prompt_ids, attention_mask)
+    generator = _check_generators(generator, prompt_ids.shape[0], len(betas))
 
-    if prompt_ids.ndim != 2 or prompt_ids.shape != attention_mask.shape:
-        raise ValueError(
-            f"prompt_ids {tuple(prompt_ids.shape)} and attention_mask "
-            f"{tuple(attention_mask.shape)} must both be (batch, length)"
-        )
-    check_left_padded(attention_mask)
-    batch = prompt_ids.shape[0]
-    if generator is not None and not isinstance(generator, torch.Generator):
-        generator = list(generator)
-        if len(generator) not in (batch, batch * len(betas)):
-            raise ValueError(
-                f"{len(generator)} generators given for {batch} prompts (one per prompt, or "
-                f"one per output row: {batch * len(betas)})"
-            )
-
-    fused = ref_model is not None and _can_fuse(policy_model, ref_model)
+    fused = ref_model is not None and can_fuse(policy_model, ref_model)
     if fuse and not fused:
         raise ValueError(
             "fuse=True needs a LoRA (not DoRA) peft policy and reference=policy.reference"
@@ -305,116 +307,89 @@ def _decode(
     ]
     if isinstance(ref_model, nn.Module):
         modules.append(ref_model)
+    device = model_device(policy_model)
+    prompt_mask = attention_mask.to(device).long()
+    _check_positions(policy_model, prompt_mask, int(max_new_tokens))
+    layout = Layout(
+        prompt_ids=prompt_ids.to(device),
+        prompt_mask=prompt_mask,
+        groups=len(betas),
+        ref_groups=[g for g, beta in enumerate(betas) if beta > 0.0 or want_ref[g]],
+        capacity=prompt_ids.shape[1] + int(max_new_tokens),
+    )
     with torch.no_grad(), _eval_mode(*modules):
-        loop = _Loop(
-            policy_model,
-            ref_model,
-            fused,
-            prompt_ids,
-            attention_mask,
-            betas,
-            want_ref,
-            max_new_tokens,
-        )
+        forwards = _forwards(policy_model, ref_model, fused, layout, decoder)
+        lockstep = is_sharded(policy_model) or is_sharded(ref_model)
+        loop = _Loop(forwards, layout, betas, int(max_new_tokens), lockstep)
         return loop.run(settings, generator, eos_ids, pad)
 
 
-def _can_fuse(policy_model: Any, ref_model: Any) -> bool:
-    """Policy and reference rows can share a forward: plain LoRA (peft's ``adapter_names``
-    supports neither DoRA nor other adapter types) with its own adapter-disabled view."""
-    if not (isinstance(ref_model, AdapterDisabled) and ref_model.peft_model is policy_model):
-        return False
-    config = policy_model.peft_config.get(policy_model.active_adapter)
-    return str(getattr(config, "peft_type", "")).endswith("LORA") and not getattr(
-        config, "use_dora", False
-    )
+def _check_prompts(prompt_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+    if prompt_ids.ndim != 2 or prompt_ids.shape != attention_mask.shape:
+        raise ValueError(
+            f"prompt_ids {tuple(prompt_ids.shape)} and attention_mask "
+            f"{tuple(attention_mask.shape)} must both be (batch, length)"
+        )
+    check_left_padded(attention_mask)
+
+
+def _check_generators(generator: Generators, batch: int, groups: int) -> Generators:
+    """``generator`` as a torch.Generator, None, or a list of one per prompt or output row."""
+    if generator is None or isinstance(generator, torch.Generator):
+        return generator
+    generator = list(generator)
+    if len(generator) not in (batch, batch * groups):
+        raise ValueError(
+            f"{len(generator)} generators given for {batch} prompts (one per prompt, or "
+            f"one per output row: {batch * groups})"
+        )
+    return generator
+
+
+def _check_positions(model: Any, prompt_mask: torch.Tensor, max_new_tokens: int) -> None:
+    limit = getattr(hf_model(model).config, "max_position_embeddings", None)
+    longest = int(prompt_mask.sum(dim=1).max()) + max_new_tokens
+    if isinstance(limit, int) and longest > limit:
+        raise ConfigError(
+            f"prompt of {longest - max_new_tokens} tokens + max_new_tokens="
+            f"{max_new_tokens} exceeds the model's {limit} positions; truncate the "
+            "prompts (from the left) or lower max_new_tokens"
+        )
+
+
+def _forwards(
+    policy_model: Any, ref_model: Any, fused: bool, layout: Layout, decoder: str
+) -> Forwards:
+    """The lean forwards when ``decoder`` allows them and both models are supported, else
+    the general ones through transformers."""
+    if decoder == "transformers":
+        return GeneralForwards(policy_model, ref_model, fused, layout)
+    models = [policy_model] + ([ref_model] if ref_model is not None else [])
+    reasons = [why for why in map(lean_unsupported, models) if why is not None]
+    if not reasons:
+        return LeanForwards(policy_model, ref_model, layout)
+    if decoder == "lean":
+        raise ValueError(f"decoder='lean' cannot run this model: {reasons[0]}")
+    return GeneralForwards(policy_model, ref_model, fused, layout)
 
 
 class _Loop:
-    """State of one decode: row layout, caches, attention masks, positions."""
+    """One decode: draw a token per row per step, record it and its log-probs, feed it back."""
 
     def __init__(
         self,
-        policy_model: Any,
-        ref_model: Any,
-        fused: bool,
-        prompt_ids: torch.Tensor,
-        prompt_mask: torch.Tensor,
+        forwards: Forwards,
+        layout: Layout,
         betas: list[float],
-        want_ref: list[bool],
         max_new_tokens: int,
+        lockstep: bool,
     ) -> None:
-        self.policy = Caller(policy_model)
-        self.ref = None if ref_model is None or fused else Caller(ref_model)
-        self.fused = fused
-        self.lockstep = is_sharded(policy_model) or is_sharded(ref_model)
-        self.device = model_device(policy_model)
-        self.prompt_ids = prompt_ids.to(self.device)
-        self.prompt_mask = prompt_mask.to(self.device).long()
-        self.betas = betas
-        self.batch = prompt_ids.shape[0]
-        self.max_new_tokens = int(max_new_tokens)
-        # Rows: policy forward over every group; reference forward over groups needing μ.
-        self.groups = len(betas)
-        self.ref_groups = [g for g in range(self.groups) if betas[g] > 0.0 or want_ref[g]]
-        self.rows = self.groups * self.batch
-        self.ref_rows = len(self.ref_groups) * self.batch
-        self._check_positions(policy_model)
-        self.cache_length = prompt_ids.shape[1] + self.max_new_tokens
-        if fused:
-            adapter, self.ref_adapter = policy_model.active_adapter, ref_model.adapter
-            self.adapter_names = [adapter] * self.rows + [self.ref_adapter] * self.ref_rows
+        self.forwards, self.layout, self.betas = forwards, layout, betas
+        self.max_new_tokens, self.lockstep = max_new_tokens, lockstep
+        self.device = layout.prompt_ids.device
+        self.ref_slot = {g: k for k, g in enumerate(layout.ref_groups)}
+        self.ref_index = layout.ref_index() if layout.ref_groups else None
 
-    def _check_positions(self, model: Any) -> None:
-        limit = getattr(hf_model(model).config, "max_position_embeddings", None)
-        longest = int(self.prompt_mask.sum(dim=1).max()) + self.max_new_tokens
-        if isinstance(limit, int) and longest > limit:
-            raise ConfigError(
-                f"prompt of {longest - self.max_new_tokens} tokens + max_new_tokens="
-                f"{self.max_new_tokens} exceeds the model's {limit} positions; truncate the "
-                "prompts (from the left) or lower max_new_tokens"
-            )
-
-    # ------------------------------------------------------------------ prefill
-    def _prefill(
-        self, caller: Caller, copies: int, adapter_names: list[str] | None, rows_per_copy: list[int]
-    ) -> tuple[Any, torch.Tensor]:
-        """Run the prompt once per distinct row kind, then copy its cache to every row.
-
-        ``rows_per_copy`` maps each output row block (of B rows) to the block of the prefill
-        batch it copies; the prefill batch holds ``copies`` blocks.
-        """
-        ids = self.prompt_ids.repeat(copies, 1)
-        mask = self.prompt_mask.repeat(copies, 1)
-        cache = caller.new_cache(self.cache_length)
-        logits = caller(
-            ids,
-            mask,
-            position_ids_from_mask(mask),
-            cache=cache,
-            logits_to_keep=1,
-            adapter_names=adapter_names,
-        )[:, -1]
-        arange = torch.arange(self.batch, device=self.device)
-        index = torch.cat([arange + block * self.batch for block in rows_per_copy])
-        if hasattr(cache, "reorder_cache"):
-            cache.reorder_cache(index)
-            return cache, logits.index_select(0, index)
-        # Caches without row selection: run the prompt on every row instead.
-        cache = caller.new_cache(self.cache_length)
-        ids, mask = ids.index_select(0, index), mask.index_select(0, index)
-        names = None if adapter_names is None else [adapter_names[int(i)] for i in index]
-        logits = caller(
-            ids,
-            mask,
-            position_ids_from_mask(mask),
-            cache=cache,
-            logits_to_keep=1,
-            adapter_names=names,
-        )[:, -1]
-        return cache, logits
-
-    # ------------------------------------------------------------------ run
     def run(
         self,
         settings: SamplingSettings,
@@ -422,131 +397,34 @@ class _Loop:
         eos_ids: list[int],
         pad: int,
     ) -> list[SampleOutput]:
-        B, G, T, dev = self.batch, self.groups, self.max_new_tokens, self.device
-        n_ref_groups = len(self.ref_groups)
-        if self.fused:
-            kinds = 2 if n_ref_groups else 1
-            names = self.adapter_names[:1] * B + [self.ref_adapter] * B * (kinds - 1)
-            cache, logits = self._prefill(self.policy, kinds, names, [0] * G + [1] * n_ref_groups)
-            ref_cache = None
-            pol_logits, ref_logits = logits[: self.rows], logits[self.rows :]
-        else:
-            cache, pol_logits = self._prefill(self.policy, 1, None, [0] * G)
-            ref_cache, ref_logits = None, None
-            if self.ref is not None:
-                ref_cache, ref_logits = self._prefill(self.ref, 1, None, [0] * n_ref_groups)
-
-        prompt_len = self.prompt_mask.shape[1]
-        total_rows = self.rows + (self.ref_rows if self.fused else 0)
-        step_mask = torch.cat(
-            [
-                self.prompt_mask.repeat(total_rows // B, 1),
-                torch.ones(total_rows, T, dtype=torch.long, device=dev),
-            ],
-            dim=1,
-        )
-        next_pos = self.prompt_mask.sum(dim=1).repeat(total_rows // B).unsqueeze(1)
-        ref_index = (
-            torch.cat([torch.arange(B, device=dev) + g * B for g in self.ref_groups])
-            if n_ref_groups
-            else None
-        )
-        ref_slot = {g: k for k, g in enumerate(self.ref_groups)}
-        eos = torch.tensor(eos_ids, dtype=torch.long, device=dev)
-
-        tokens = torch.full((self.rows, T), pad, dtype=torch.long, device=dev)
-        mask = torch.zeros((self.rows, T), dtype=torch.long, device=dev)
-        pol_lp = torch.zeros((self.rows, T), dtype=torch.float32, device=dev)
-        ref_lp = torch.zeros((self.ref_rows, T), dtype=torch.float32, device=dev)
-        samp_lp = torch.zeros((self.rows, T), dtype=torch.float32, device=dev)
-        finished = torch.zeros(self.rows, dtype=torch.bool, device=dev)
-        steps = 0
-        for t in range(T):
-            pol_logp = torch.log_softmax(pol_logits.float(), dim=-1)
-            ref_logp = None
-            if ref_logits is not None:
-                if ref_logits.shape[-1] != pol_logp.shape[-1]:
-                    raise ValueError(
-                        f"policy and reference vocabularies differ: {pol_logp.shape[-1]} vs "
-                        f"{ref_logits.shape[-1]} logits"
-                    )
-                ref_logp = torch.log_softmax(ref_logits.float(), dim=-1)
-            if not any(self.betas):  # every row samples the policy itself
-                dist = pol_logp
-            else:
-                dists = []
-                for g, beta in enumerate(self.betas):
-                    pol_g = pol_logp[g * B : (g + 1) * B]
-                    if beta == 0.0:
-                        dists.append(pol_g)
-                    else:
-                        k = ref_slot[g]
-                        dists.append(mix_logprobs(pol_g, ref_logp[k * B : (k + 1) * B], beta))
-                dist = dists[0] if G == 1 else torch.cat(dists, dim=0)
-            warped = warp(dist, settings)
+        pol_logits, ref_logits = self.forwards.prefill()
+        record = _Record(self.layout, self.max_new_tokens, pad, self.device)
+        eos = torch.tensor(eos_ids, dtype=torch.long, device=self.device)
+        for t in range(self.max_new_tokens):
+            pol_logp, ref_logp = _log_softmax(pol_logits, ref_logits)
+            warped = warp(self._mixture(pol_logp, ref_logp), settings)
             tok = pick(warped, self._noise(generator, warped.shape[-1]))
-            tok = tok.masked_fill(finished, pad)
-            live = ~finished
-            mask[:, t] = live.long()
-            tokens[:, t] = tok
-            col = tok.unsqueeze(1)
-            pol_lp[:, t] = pol_logp.gather(1, col).squeeze(1).masked_fill(finished, 0.0)
-            samp_lp[:, t] = warped.gather(1, col).squeeze(1).masked_fill(finished, 0.0)
-            if ref_logp is not None:
-                ref_tok = col.index_select(0, ref_index)
-                ref_lp[:, t] = (
-                    ref_logp.gather(1, ref_tok)
-                    .squeeze(1)
-                    .masked_fill(finished.index_select(0, ref_index), 0.0)
-                )
+            col = record.add(t, tok, pol_logp, ref_logp, warped, self.ref_index)
             if eos.numel():
-                finished = finished | torch.isin(tok, eos)
-            steps = t + 1
-            if t == T - 1 or self._all_finished(finished):
+                record.finished |= torch.isin(col.squeeze(1), eos)
+            if t == self.max_new_tokens - 1 or self._all_finished(record.finished):
                 break
-            # Feed the new tokens: all policy rows (then the reference rows, if fused).
-            width = prompt_len + t + 1
-            if self.fused:
-                feed = col if not n_ref_groups else torch.cat([col, col.index_select(0, ref_index)])
-                logits = self.policy(
-                    feed,
-                    step_mask[:, :width],
-                    next_pos + t,
-                    cache=cache,
-                    adapter_names=self.adapter_names,
-                )[:, -1]
-                pol_logits, ref_logits = logits[: self.rows], logits[self.rows :]
-            else:
-                pol_logits = self.policy(
-                    col, step_mask[: self.rows, :width], next_pos + t, cache=cache
-                )[:, -1]
-                if self.ref is not None:
-                    ref_feed = col.index_select(0, ref_index)
-                    ref_logits = self.ref(
-                        ref_feed,
-                        step_mask[: self.ref_rows, :width],
-                        next_pos[: self.ref_rows] + t,
-                        cache=ref_cache,
-                    )[:, -1]
+            pol_logits, ref_logits = self.forwards.step(col, t)
+        return record.outputs(self.betas, self.ref_slot)
 
-        outputs = []
+    def _mixture(self, pol_logp: torch.Tensor, ref_logp: torch.Tensor | None) -> torch.Tensor:
+        """The distribution each row draws from: π_β of its group's β."""
+        if not any(self.betas):  # every row samples the policy itself
+            return pol_logp
+        B, dists = self.layout.batch, []
         for g, beta in enumerate(self.betas):
-            rows = slice(g * B, (g + 1) * B)
-            ref_part = None
-            if g in ref_slot:
-                k = ref_slot[g]
-                ref_part = ref_lp[k * B : (k + 1) * B, :steps].contiguous()
-            outputs.append(
-                SampleOutput(
-                    tokens=tokens[rows, :steps].contiguous(),
-                    mask=mask[rows, :steps].contiguous(),
-                    policy_logprobs=pol_lp[rows, :steps].contiguous(),
-                    ref_logprobs=ref_part,
-                    sampling_logprobs=samp_lp[rows, :steps].contiguous(),
-                    beta=beta,
-                )
-            )
-        return outputs
+            pol_g = pol_logp[g * B : (g + 1) * B]
+            if beta == 0.0:
+                dists.append(pol_g)
+            else:
+                k = self.ref_slot[g]
+                dists.append(mix_logprobs(pol_g, ref_logp[k * B : (k + 1) * B], beta))
+        return dists[0] if len(dists) == 1 else torch.cat(dists, dim=0)
 
     def _all_finished(self, finished: torch.Tensor) -> bool:
         """Every row has ended; with a sharded model, every process's rows (each forward is
@@ -560,12 +438,85 @@ class _Loop:
         return bool(flag.item() > 0.0)
 
     def _noise(self, generator: Generators, vocab: int) -> torch.Tensor:
+        rows = self.layout.rows
         if (
             generator is None
             or isinstance(generator, torch.Generator)
-            or len(generator) == self.rows  # one generator per output row
+            or len(generator) == rows  # one generator per output row
         ):
-            return draw_noise((self.rows, vocab), generator, self.device)
-        return torch.cat(
-            [draw_noise((self.batch, vocab), generator, self.device) for _ in self.betas]
+            return draw_noise((rows, vocab), generator, self.device)
+        batch = self.layout.batch
+        return torch.cat([draw_noise((batch, vocab), generator, self.device) for _ in self.betas])
+
+
+def _log_softmax(
+    pol_logits: torch.Tensor, ref_logits: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """fp32 log-probabilities of both models' next-token logits."""
+    pol_logp = torch.log_softmax(pol_logits.float(), dim=-1)
+    if ref_logits is None:
+        return pol_logp, None
+    if ref_logits.shape[-1] != pol_logp.shape[-1]:
+        raise ValueError(
+            f"policy and reference vocabularies differ: {pol_logp.shape[-1]} vs "
+            f"{ref_logits.shape[-1]} logits"
         )
+    return pol_logp, torch.log_softmax(ref_logits.float(), dim=-1)
+
+
+class _Record:
+    """The tokens, masks and log-probs of a decode, preallocated for every step."""
+
+    def __init__(self, layout: Layout, steps: int, pad: int, device: torch.device) -> None:
+        rows, ref_rows = layout.rows, layout.ref_rows
+        self.batch, self.pad, self.steps = layout.batch, pad, 0
+        self.tokens = torch.full((rows, steps), pad, dtype=torch.long, device=device)
+        self.mask = torch.zeros((rows, steps), dtype=torch.long, device=device)
+        self.pol_lp = torch.zeros((rows, steps), dtype=torch.float32, device=device)
+        self.ref_lp = torch.zeros((ref_rows, steps), dtype=torch.float32, device=device)
+        self.samp_lp = torch.zeros((rows, steps), dtype=torch.float32, device=device)
+        self.finished = torch.zeros(rows, dtype=torch.bool, device=device)
+
+    def add(
+        self,
+        t: int,
+        tok: torch.Tensor,
+        pol_logp: torch.Tensor,
+        ref_logp: torch.Tensor | None,
+        warped: torch.Tensor,
+        ref_index: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """Record step ``t`` (pad and mask 0 on ended rows); the fed tokens (rows, 1)."""
+        finished = self.finished
+        tok = tok.masked_fill(finished, self.pad)
+        self.mask[:, t] = (~finished).long()
+        self.tokens[:, t] = tok
+        col = tok.unsqueeze(1)
+        self.pol_lp[:, t] = pol_logp.gather(1, col).squeeze(1).masked_fill(finished, 0.0)
+        self.samp_lp[:, t] = warped.gather(1, col).squeeze(1).masked_fill(finished, 0.0)
+        if ref_logp is not None:
+            ref_lp = ref_logp.gather(1, col.index_select(0, ref_index)).squeeze(1)
+            self.ref_lp[:, t] = ref_lp.masked_fill(finished.index_select(0, ref_index), 0.0)
+        self.steps = t + 1
+        return col
+
+    def outputs(self, betas: list[float], ref_slot: dict[int, int]) -> list[SampleOutput]:
+        """One :class:`SampleOutput` per group, cut to the steps decoded."""
+        B, steps, outputs = self.batch, self.steps, []
+        for g, beta in enumerate(betas):
+            rows = slice(g * B, (g + 1) * B)
+            ref_part = None
+            if g in ref_slot:
+                k = ref_slot[g]
+                ref_part = self.ref_lp[k * B : (k + 1) * B, :steps].contiguous()
+            outputs.append(
+                SampleOutput(
+                    tokens=self.tokens[rows, :steps].contiguous(),
+                    mask=self.mask[rows, :steps].contiguous(),
+                    policy_logprobs=self.pol_lp[rows, :steps].contiguous(),
+                    ref_logprobs=ref_part,
+                    sampling_logprobs=self.samp_lp[rows, :steps].contiguous(),
+                    beta=beta,
+                )
+            )
+        return outputs

@@ -1,0 +1,94 @@
+"""The forward passes of one decode: policy and reference logits per token, for the sampler.
+
+The sampler (:mod:`nlhf.models.sampling`) owns what is drawn and recorded; a *forwards*
+object owns how the next-token logits are computed.  Rows follow one :class:`Layout`: the
+policy runs G groups of B rows (one group per mixture coefficient, each continuing the B
+prompts), the reference runs the groups that need μ.  Two implementations:
+
+- :class:`LeanForwards` (this module): policy and reference (full fine-tuning, or bare
+  models) of the architectures :mod:`nlhf.models.decode_lean` supports; one ``step`` per
+  token computes both models' logits with static KV caches, no transformers call;
+- :class:`~nlhf.models.decode_general.GeneralForwards`: any causal LM through transformers,
+  including peft policies whose reference is their adapter-disabled view (then policy and
+  reference rows share one forward).
+
+:func:`nlhf.models.sampling.sample` picks the lean one whenever both models allow it
+(``decoder="auto"``); ``decoder="transformers"`` forces the general one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from nlhf.models.decode_lean import LeanLM
+
+Logits = tuple[torch.Tensor, torch.Tensor | None]
+"""(policy logits of every policy row, reference logits of every reference row or None)."""
+
+
+@dataclass
+class Layout:
+    """Which rows each model runs: B prompts, ``groups`` blocks of policy rows, the reference
+    over the blocks listed in ``ref_groups``."""
+
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    groups: int
+    ref_groups: list[int]
+    capacity: int
+    """Positions a row can hold: padded prompt length + new tokens."""
+
+    @property
+    def batch(self) -> int:
+        return self.prompt_ids.shape[0]
+
+    @property
+    def rows(self) -> int:
+        return self.groups * self.batch
+
+    @property
+    def ref_rows(self) -> int:
+        return len(self.ref_groups) * self.batch
+
+    def ref_index(self) -> torch.Tensor:
+        """Policy rows whose tokens the reference is fed (its rows, in order)."""
+        arange = torch.arange(self.batch, device=self.prompt_ids.device)
+        return torch.cat([arange + g * self.batch for g in self.ref_groups])
+
+
+class Forwards(Protocol):
+    def prefill(self) -> Logits:
+        """Run the prompts; the first next-token logits of every row."""
+        ...
+
+    def step(self, tokens: torch.Tensor, t: int) -> Logits:
+        """Feed token ``t`` (policy rows, 1) of every row; the next logits."""
+        ...
+
+
+class LeanForwards:
+    """Policy and reference as :class:`~nlhf.models.decode_lean.LeanLM`: one call per token."""
+
+    def __init__(self, policy_model: Any, ref_model: Any, layout: Layout) -> None:
+        self.layout = layout
+        args = (layout.prompt_ids, layout.prompt_mask)
+        self.policy = LeanLM.build(policy_model, *args, layout.groups, layout.capacity)
+        self.ref = None
+        if ref_model is not None and layout.ref_groups:
+            self.ref = LeanLM.build(ref_model, *args, len(layout.ref_groups), layout.capacity)
+            self.ref_index = layout.ref_index()
+
+    def prefill(self) -> Logits:
+        pol = self.policy.prefill().repeat(self.layout.groups, 1)
+        if self.ref is None:
+            return pol, None
+        return pol, self.ref.prefill().repeat(len(self.layout.ref_groups), 1)
+
+    def step(self, tokens: torch.Tensor, t: int) -> Logits:
+        pol = self.policy.step(tokens, t)
+        if self.ref is None:
+            return pol, None
+        return pol, self.ref.step(tokens.index_select(0, self.ref_index), t)
