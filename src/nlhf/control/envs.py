@@ -5,14 +5,17 @@
     envs = make_vector_env("ALE/Pong-v5", n_envs=8, seed=0)  # SyncVectorEnv, same-step reset
     saved = save_state(env); ...; restore_state(env, saved)  # replays bit for bit
 
-1. ``make_env`` builds the gymnasium env with a feature wrapper (``features``: ``auto`` picks
-   the 4 CartPole observations, 6 Pong RAM features, or a MinAtar grid flattened; ``pixels``
-   gives 4 stacked 80×80 grey Atari frames, for a GPU) and seeds it with one reset;
+1. ``make_env`` builds any gymnasium env with discrete actions with a feature wrapper
+   (``features``: ``auto`` picks 6 Pong RAM features, a one-hot of a Discrete observation, or
+   any array flattened; ``pixels`` gives 4 stacked 80×80 grey Atari frames, for a GPU) and
+   seeds it with one reset;
 2. :class:`EnvSpec` says what a policy needs (obs_dim, n_actions) and the clip rate (``fps``);
-3. ``save_state`` copies everything a replay depends on: the emulator (ALE ``cloneState``)
-   or the physics state, the env's numpy RNG, the time limit's step count and the wrappers'
-   memory (features; sticky actions, played here frame by frame with their own RNG);
-   ``restore_state`` puts it back into this env or any other env made with the same arguments.
+3. ``save_state`` copies everything a replay depends on: the game's own state where it has
+   one (ALE ``cloneState``, MinAtar's game, classic control's ``state``), else the seed or RNG
+   of the last reset and the actions since (:func:`replay_wrapper`), plus the env's numpy RNG,
+   the time limit's step count and the wrappers' memory; ``restore_state`` puts it back into
+   this env or any other env made with the same arguments.  :func:`check_restorable` stops
+   before training when a replay of ``env_id`` is not exact (the NLHF route's continuations).
 """
 
 from __future__ import annotations
@@ -127,6 +130,16 @@ class Flat:
         pass
 
 
+class OneHot(Flat):
+    """A Discrete observation (FrozenLake's square, Taxi's state) as a one-hot vector."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        return np.eye(self.n, dtype=np.float32)[int(obs)]
+
+
 def feature_wrapper(gym: Any, env: Any, features: Any, obs_dim: int) -> Any:
     """``env`` with observations mapped by ``features`` (reset clears its memory)."""
 
@@ -190,6 +203,40 @@ def sticky_wrapper(gym: Any, env: Any, p: float, frames: int = ATARI_FRAMESKIP) 
     return StickyFrames(env)
 
 
+def replay_wrapper(gym: Any, env: Any) -> Any:
+    """``env`` whose state is the seed (or the RNG state) of its last reset and the actions
+    since: restoring resets with them and plays the actions again, which is exact when the
+    game's future depends on nothing but its RNG and the actions (:func:`check_restorable`)."""
+
+    class Replay(gym.Wrapper):
+        def __init__(self, inner: Any) -> None:
+            super().__init__(inner)
+            self.start: dict[str, Any] = {}
+            self.actions: list[int] = []
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+            rng = None if seed is not None else _rng_state(self.env.unwrapped)
+            self.start = {"seed": seed, "rng": rng, "options": copy.deepcopy(options)}
+            self.actions = []
+            return self.env.reset(seed=seed, options=options)
+
+        def step(self, action: Any) -> Any:
+            self.actions.append(int(action))
+            return self.env.step(action)
+
+        def own_state(self) -> Any:
+            return {**self.start, "actions": list(self.actions)}
+
+        def set_own_state(self, state: Any) -> None:
+            if state["rng"] is not None:
+                self.env.unwrapped.np_random.bit_generator.state = copy.deepcopy(state["rng"])
+            self.reset(seed=state["seed"], options=copy.deepcopy(state["options"]))
+            for action in state["actions"]:
+                self.step(action)
+
+    return Replay(env)
+
+
 def _base_env(gym: Any, env_id: str, sticky: float | None, render: bool, features: str) -> Any:
     kwargs: dict[str, Any] = {"disable_env_checker": True}
     if render:
@@ -208,9 +255,14 @@ def _base_env(gym: Any, env_id: str, sticky: float | None, render: bool, feature
     if features == "pixels" and not is_atari(env_id):
         raise ConfigError(f"features: pixels is for Atari games, not {env_id}")
     try:
-        return gym.make(env_id, **kwargs)
+        env = gym.make(env_id, **kwargs)
     except gym.error.Error as exc:
         raise ConfigError(f"env: cannot make {env_id!r} ({exc})") from None
+    if not isinstance(env.action_space, gym.spaces.Discrete):
+        raise ConfigError(f"env: {env_id}'s actions are {env.action_space}, not Discrete")
+    if env.observation_space.shape is None:
+        raise ConfigError(f"env: {env_id}'s observations are {env.observation_space}, no array")
+    return env
 
 
 def make_env(
@@ -240,9 +292,13 @@ def make_env(
                 f"features: auto (RAM features) is for Pong only; for {env_id} use pixels"
             )
         mapped, obs_dim = PongFeatures(), 6
+    elif isinstance(env.observation_space, gym.spaces.Discrete):
+        mapped, obs_dim = OneHot(int(env.observation_space.n)), int(env.observation_space.n)
     else:
         mapped, obs_dim = Flat(), int(np.prod(env.observation_space.shape))
     env = feature_wrapper(gym, env, mapped, obs_dim)
+    if _own_state(env.unwrapped) is None:
+        env = replay_wrapper(gym, env)
     env.reset(seed=seed)
     env.action_space.seed(seed)
     return env
@@ -301,17 +357,17 @@ def _rng_state(env: Any) -> Any:
     return None if rng is None else copy.deepcopy(rng.bit_generator.state)
 
 
-def _core_state(core: Any) -> dict[str, Any]:
+def _own_state(core: Any) -> dict[str, Any] | None:
+    """The game's own state (None: it has none we know, so a replay restores it)."""
     if hasattr(core, "ale"):
         return {"ale": core.ale.cloneState(include_rng=True)}
     if hasattr(core, "game") and is_minatar(getattr(core.spec, "id", "") or ""):
         return {"game": copy.deepcopy(core.game)}
-    if hasattr(core, "state") and hasattr(core, "steps_beyond_terminated"):  # classic control
-        return {
-            "state": copy.deepcopy(core.state),
-            "steps_beyond_terminated": core.steps_beyond_terminated,
-        }
-    raise ConfigError(f"env: saving the state of {type(core).__name__} is not supported")
+    if type(core).__module__.startswith("gymnasium.envs.classic_control"):
+        # ``state`` (set by the first reset) and the RNG are all a classic-control step reads
+        keep = ("state", "steps_beyond_terminated")
+        return {k: copy.deepcopy(getattr(core, k)) for k in keep if hasattr(core, k)}
+    return None
 
 
 def save_state(env: Any) -> dict[str, Any]:
@@ -327,7 +383,7 @@ def save_state(env: Any) -> dict[str, Any]:
                 "own": layer.own_state() if hasattr(layer, "own_state") else None,
             }
         )
-    return {"core": _core_state(core), "rng": _rng_state(core), "wrappers": wrappers}
+    return {"core": _own_state(core) or {}, "rng": _rng_state(core), "wrappers": wrappers}
 
 
 def restore_state(env: Any, state: dict[str, Any]) -> None:
@@ -348,8 +404,47 @@ def restore_state(env: Any, state: dict[str, Any]) -> None:
         core.ale.restoreState(saved_core["ale"])
     elif "game" in saved_core:
         core.game = copy.deepcopy(saved_core["game"])
-    else:
-        core.state = copy.deepcopy(saved_core["state"])
-        core.steps_beyond_terminated = saved_core["steps_beyond_terminated"]
+    else:  # classic control's attributes, or nothing: the replay wrapper restored it
+        for key, value in saved_core.items():
+            setattr(core, key, copy.deepcopy(value))
     if state["rng"] is not None:
         core.np_random.bit_generator.state = copy.deepcopy(state["rng"])
+
+
+def _play(env: Any, actions: np.ndarray) -> list[tuple[bytes, float, bool]]:
+    out = []
+    for action in actions.tolist():
+        obs, reward, terminated, truncated, _ = env.step(action)
+        out.append((np.asarray(obs).tobytes(), float(reward), bool(terminated or truncated)))
+        if terminated or truncated:
+            out.append((np.asarray(env.reset()[0]).tobytes(), 0.0, False))
+    return out
+
+
+def check_restorable(
+    env_id: str, sticky: float | None = None, features: Features = "auto", steps: int = 300
+) -> None:
+    """Stop with a config error when ``env_id`` has no state of its own and a replay of its
+    seed and actions does not play a saved state on exactly as the original went on (what a
+    continuation from a saved state needs): ``steps`` random steps, a save, ``steps`` more,
+    then the same steps from the saved state in another copy."""
+    env = make_env(env_id, 0, sticky=sticky, features=features)
+    if _own_state(env.unwrapped) is not None:
+        env.close()
+        return
+    other = make_env(env_id, 1, sticky=sticky, features=features)
+    rng = np.random.default_rng(0)
+    _play(env, rng.integers(env.action_space.n, size=steps))
+    saved = save_state(env)
+    actions = rng.integers(env.action_space.n, size=steps)
+    first = _play(env, actions)
+    restore_state(other, saved)
+    again = _play(other, actions)
+    env.close()
+    other.close()
+    if first != again:
+        raise ConfigError(
+            f"env: {env_id} has no state to save and a replay of its seed and actions does "
+            "not repeat its game, so no state can be continued twice (the NLHF route and the "
+            "head-to-head need that; the RLHF route does not)"
+        )

@@ -14,7 +14,9 @@ due, then a warm-started refit of the route's judge):
 - NLHF (:class:`~nlhf.control.nash.ControlNashMDPG`): each continuation is one segment; the
   judge is an antisymmetric preference model, Nash-MD-PG's ``prefer``.
 
-Before the first step the initial labels come from the initial policy's play.  The checkpoint
+Before the first step the initial labels come from the initial policy's play.  Each step
+also logs ``kl_per_step``, KL(π‖μ) over the actions averaged over the rollout's states (μ:
+NLHF's reference, RLHF's initial policy), so that a collapse shows beside ``entropy``.  The checkpoint
 holds the algorithm's state, the labelling's (buffer, judge, generator, counters) and RLHF's
 normalized reward, so a resumed run labels and trains exactly as an uninterrupted one.
 """
@@ -29,7 +31,8 @@ import numpy as np
 import torch
 
 from nlhf.config import option
-from nlhf.control import nash, ppo
+from nlhf.control import nash, ppo, spo
+from nlhf.control.envs import check_restorable
 from nlhf.control.labelling import LabelFields, Labelling, initial_rollouts, max_steps
 from nlhf.control.preference_model import SegmentPreferenceModel
 from nlhf.control.reward_model import SegmentRewardModel
@@ -57,7 +60,14 @@ class NLHFConfig(LabelFields, nash.Config):
     Nash-MD-PG's paired continuations."""
 
     out: str = option("runs/control-nlhf", "output folder: metrics.jsonl, checkpoints/, policy/")
-    steps: int = option(250, "core steps, one set of continuations each (CartPole in minutes)")
+    update: nash.Update = option(
+        "spo",
+        "spo: π's segments score their win rate against the opponent's segments as a reward "
+        "at their end, −τ·log(π/μ) each step, PPO with a critic and GAE over the episode "
+        "(Swamy et al. 2024 with β = 0); nash-md-pg: paired continuations from saved states, "
+        "the paper's policy gradient, no critic",
+    )
+    steps: int = option(250, "core steps, one rollout or set of continuations each")
 
 
 def new_judge(model_class: type, trainer: Trainer, config: Any) -> Any:
@@ -75,6 +85,8 @@ class Route(Algorithm):
         super().__init__(trainer, config)
         self.algorithm, self.policy = algorithm, algorithm.policy
         self.labelling = Labelling(config, judge, horizon, max_steps(algorithm.runner))
+        mu = getattr(algorithm, "reference", None)  # NLHF's μ; RLHF's is its initial policy
+        self.reference = copy.deepcopy(self.policy).requires_grad_(False) if mu is None else mu
 
     def label(self, rollouts: list[ControlRollout], agent_steps: float) -> None:
         raise NotImplementedError
@@ -87,7 +99,16 @@ class Route(Algorithm):
         metrics = self.algorithm.update(chunks, step)
         self.finished = self.algorithm.finished
         self.label([self.algorithm.last_rollout], metrics["agent_steps"])
+        metrics["kl_per_step"] = self.kl_per_step(self.algorithm.last_rollout.obs)
         return finite({**metrics, **self.labelling.metrics()})
+
+    @torch.no_grad()
+    def kl_per_step(self, obs: torch.Tensor) -> float:
+        """KL(π‖μ) over the actions, the mean over the states ``obs`` [..., obs_dim]."""
+        obs = obs.reshape(-1, obs.shape[-1]).to(self.policy.device)
+        log_pi = torch.log_softmax(self.policy.logits(obs), -1)
+        log_mu = torch.log_softmax(self.reference.logits(obs), -1)
+        return float((log_pi.exp() * (log_pi - log_mu)).sum(-1).mean())
 
     def state_dict(self) -> dict[str, Any]:
         return {**self.algorithm.state_dict(), "labelling": self.labelling.state_dict()}
@@ -148,18 +169,28 @@ class NLHF(Route):
 
     def __init__(self, trainer: Trainer, config: NLHFConfig) -> None:
         judge = new_judge(SegmentPreferenceModel, trainer, config)
-        algorithm = nash.ControlNashMDPG(trainer, config, prefer=judge.prob)
-        group = config.samples + config.opponents
-        horizon = config.steps * config.states * group * config.segment_length()
+        if config.update == "spo":
+            algorithm: Any = spo.ControlSPO(trainer, config, prefer=judge.prob)
+            horizon = config.steps * algorithm.runner.n * config.n_steps
+        else:
+            check_restorable(config.env, config.sticky, config.features)  # continuations need it
+            algorithm = nash.ControlNashMDPG(trainer, config, prefer=judge.prob)
+            group = config.samples + config.opponents
+            horizon = config.steps * config.states * group * config.segment_length()
         super().__init__(trainer, config, algorithm, judge, horizon)
 
     def label(self, rollouts: list[ControlRollout], agent_steps: float) -> None:
-        self.labelling.offer(rollouts, agent_steps)  # each continuation is one segment
+        if self.config.update == "spo":  # windows of the streams, as the RLHF route's
+            length, stride = self.config.label_length(), self.config.stride
+            self.labelling.offer(rollouts, agent_steps, length, stride)
+        else:  # each continuation is one segment
+            self.labelling.offer(rollouts, agent_steps)
 
 
 def build(config: RLHFConfig | NLHFConfig, policy: Any = None) -> tuple[Trainer, Route]:
     """(trainer, route) of the route ``config`` belongs to."""
-    route_class, critic = (RLHF, True) if isinstance(config, RLHFConfig) else (NLHF, False)
+    rlhf = isinstance(config, RLHFConfig)
+    route_class, critic = (RLHF, True) if rlhf else (NLHF, config.update == "spo")
     trainer = build_trainer(config, policy, critic=critic)
     return trainer, route_class(trainer, config)
 
