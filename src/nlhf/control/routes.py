@@ -16,7 +16,7 @@ due, then a warm-started refit of the route's judge):
 
 Before the first step the initial labels come from the initial policy's play.  Each step
 also logs ``kl_per_step``, KL(π‖μ) over the actions averaged over the rollout's states (μ:
-NLHF's reference, RLHF's initial policy), so that a collapse shows beside ``entropy``.  The checkpoint
+NLHF's reference, RLHF's initial policy), so a collapse shows beside ``entropy``.  The checkpoint
 holds the algorithm's state, the labelling's (buffer, judge, generator, counters) and RLHF's
 normalized reward, so a resumed run labels and trains exactly as an uninterrupted one.
 """
