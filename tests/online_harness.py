@@ -1,9 +1,10 @@
 """Shared checks for the online trainers, on the tiny setups of tests/tiny_train.py.
 
 :func:`assert_one_documented_step` checks an in-process one-step run; in subprocesses,
-:func:`kill_and_resume` trains one run to the end and another that is SIGKILLed right after
-its step-4 checkpoint and restarted, and :func:`trained_win_rate` measures a trained policy
-against its reference; the rest reads what a run wrote.
+:func:`kill_and_resume` trains one run to the end and, in the same process, another that is
+SIGKILLed right after its step-4 checkpoint, then restarts that one, and
+:func:`trained_win_rate` measures a trained policy against its reference; the rest reads what
+a run wrote.
 """
 
 import json
@@ -34,15 +35,17 @@ def tiny_train(algorithm: str, out: Path, *args: str, tmp: Path) -> subprocess.C
 def kill_and_resume(
     algorithm: str, tmp_path: Path, *overrides: str, unfinished: str = "policy"
 ) -> tuple[Path, Path]:
-    """Train to the end in ``tmp_path/full``; in ``tmp_path/resumed``, SIGKILL after the step-4
-    checkpoint and restart.  Returns the two folders; asserts the kill happened before the run
-    wrote ``unfinished`` (a final output) and that the restart resumed from step 4."""
+    """Train to the end in ``tmp_path/full``, then, in the same process, in ``tmp_path/resumed``
+    until a SIGKILL after the step-4 checkpoint; restart in a new process.  Returns the two
+    folders; asserts the kill happened before the run wrote ``unfinished`` (a final output)
+    and that the restart resumed from step 4."""
     full, resumed = tmp_path / "full", tmp_path / "resumed"
-    done = tiny_train(algorithm, full, *overrides, tmp=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    killed = tiny_train(algorithm, resumed, *overrides, "--die-after-checkpoint", "4", tmp=tmp_path)
+    killed = tiny_train(
+        algorithm, resumed, *overrides, "--full", str(full), "--die-after-checkpoint", "4",
+        tmp=tmp_path,
+    )  # fmt: skip
     assert killed.returncode == -9, killed.stderr[-2000:]
-    assert not (resumed / unfinished).exists()
+    assert (full / unfinished).exists() and not (resumed / unfinished).exists()
     again = tiny_train(algorithm, resumed, *overrides, tmp=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "resuming from step 4" in again.stdout
