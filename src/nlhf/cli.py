@@ -65,6 +65,17 @@ COMMANDS: dict[str, Command | CommandGroup] = {
                 "completions; both judges, the restricted-game prediction, PPO and Nash-MD-PG "
                 "on one comparison budget (and exact-population controls), a tournament.",
             ),
+            "decoy": Command(
+                "nlhf.experiment.decoy",
+                "The decisive experiment: a forced choice whose Borda pick (RLHF) and Condorcet "
+                "winner (Nash) part as the decoy's share among the judges' pairs grows; exact "
+                "predictions before training, prediction beside measurement per cell.",
+            ),
+            "cycle": Command(
+                "nlhf.experiment.cycle",
+                "The decoy experiment's negative control: voters whose majority cycles; theory "
+                "predicts ½ head to head and a gap only in the worst-case win rate.",
+            ),
         },
     ),
     "train": CommandGroup(

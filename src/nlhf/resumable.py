@@ -203,6 +203,8 @@ class Run:
                 continue
             if isinstance(value, bool):
                 args.append(f"--{'' if value else 'no-'}{field.name.replace('_', '-')}")
+            elif isinstance(value, list):  # as the command line takes it: comma-separated
+                args.append(f"{field.name}={','.join(map(str, value))}")
             else:
                 args.append(f"{field.name}={value}")
         return shlex.join([*args, "--out", config.out])

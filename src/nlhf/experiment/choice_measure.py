@@ -1,0 +1,58 @@
+"""The measurements of a forced-choice cell, in numpy: type shares, P between two policies from
+their type counts, worst cases, distances from a target, and intervals over the samples.
+
+    pi = shares(counts)                                    # the measured type distribution
+    est = estimate(lambda a, b: a @ P @ b, [ca, cb], seed) # mean, and 95% over resamples
+    matched(est, predicted)                                # within TOLERANCE of the prediction
+
+P(π_a ≻ π_b) computed from the type counts is π̂_aᵀ P π̂_b, the exact expectation of judging
+every pair of their samples by the population.  Intervals are percentile intervals over
+multinomial resamples of every policy's counts (a parametric bootstrap over its samples); they
+hold the sampling error of the measurement, not the variance between training runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+TOLERANCE = 0.05
+"""A measured head-to-head matches its prediction when it lies within this of it (issue 27)."""
+
+DRAWS = 2000
+"""Resamples behind every interval."""
+
+
+def shares(counts: Sequence[int]) -> np.ndarray:
+    """The measured type distribution (raw shares; uniform when there are no samples)."""
+    c = np.asarray(counts, dtype=np.float64)
+    return c / c.sum() if c.sum() else np.full(len(c), 1.0 / len(c))
+
+
+def estimate(
+    fn: Callable[..., float], counts: Sequence[Sequence[int]], seed: int
+) -> dict[str, float]:
+    """``fn`` of the measured shares, with a 95% interval over multinomial resamples."""
+    rng = np.random.default_rng(seed)
+    point = float(fn(*(shares(c) for c in counts)))
+    draws = []
+    for _ in range(DRAWS):
+        resampled = [rng.multinomial(int(np.sum(c)), shares(c)) for c in counts]
+        draws.append(fn(*(shares(c) for c in resampled)))
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return {"mean": point, "low": float(low), "high": float(high)}
+
+
+def worst(P: np.ndarray) -> Callable[[np.ndarray], float]:
+    """π ↦ min_j Σ_i π(i)·P(i ≻ j)."""
+    return lambda pi: float(np.min(pi @ P))
+
+
+def total_variation(p: Sequence[float], q: Sequence[float]) -> float:
+    return float(0.5 * np.abs(np.asarray(p) - np.asarray(q)).sum())
+
+
+def matched(measured: dict[str, float], predicted: float) -> bool:
+    """Whether ``measured`` lies within :data:`TOLERANCE` of ``predicted``."""
+    return abs(measured["mean"] - predicted) <= TOLERANCE
