@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from nlhf.models import AdapterDisabled, Policy, PolicyConfig, completion_logprobs
+from nlhf.models import policy as policy_module
 from nlhf.models.lm import BASE_ADAPTER
 from nlhf.models.logprobs import position_ids_from_mask
 from nlhf.models.tiny import tiny_byte_lm, tiny_causal_lm
@@ -137,7 +138,7 @@ def test_bad_masks_are_rejected_with_the_row():
 
 def test_frozen_copy_reference():
     model = tiny_causal_lm("gpt2", vocab_size=32)
-    policy = Policy(model)
+    policy = Policy(model, None, PolicyConfig(reference_dtype="float32"))
     ref = policy.reference
     assert not policy.is_lora and ref is not model and not ref.training
     assert all(not p.requires_grad for p in ref.parameters())
@@ -151,6 +152,51 @@ def test_frozen_copy_reference():
             p.add_(0.1 * torch.randn_like(p))
     assert torch.equal(policy.reference_logprobs(pids, mask, comp, cmask), before)
     assert not torch.allclose(policy.logprobs(pids, mask, comp, cmask).detach(), before)
+
+
+BF16_MAX_ERROR, BF16_MEAN_ERROR = 0.01, 0.003
+"""Bounds on |log μ_bf16 − log μ_fp32| per token (nats), a few times what the tiny models
+measure (test below)."""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_bfloat16_reference_has_half_the_bytes_and_a_bounded_logprob_error(kind):
+    model = tiny_causal_lm(kind, vocab_size=256, hidden=64, layers=3, heads=4)
+    policy = Policy(model, None, PolicyConfig(reference_dtype="bfloat16"))
+    ref = policy.reference
+    assert {p.dtype for p in ref.parameters()} == {torch.bfloat16}
+    assert next(model.parameters()).dtype == torch.float32
+    tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    assert (ref.get_output_embeddings().weight is ref.get_input_embeddings().weight) == tied
+    ref_bytes = sum(p.nbytes for p in ref.parameters())
+    assert ref_bytes * 2 == sum(p.nbytes for p in model.parameters())
+    torch.manual_seed(0)
+    ids = torch.randint(2, 256, (4, 12))
+    mask = torch.ones_like(ids)
+    mask[0, :5] = 0
+    comp = torch.randint(2, 256, (4, 16))
+    exact = policy.logprobs(ids, mask, comp).detach()
+    error = (policy.reference_logprobs(ids, mask, comp) - exact).abs()
+    assert error.max() <= BF16_MAX_ERROR, f"max error {error.max():.4f}"
+    assert error.mean() <= BF16_MEAN_ERROR, f"mean error {error.mean():.4f}"
+    assert error.max() > 0  # it really ran in bf16
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    moved = policy.logprobs(ids, mask, comp).detach()
+    stale = (policy.reference_logprobs(ids, mask, comp) - moved).abs()
+    policy.reset_reference()  # converts the new weights into the bf16 copy
+    fresh = (policy.reference_logprobs(ids, mask, comp) - moved).abs()
+    assert fresh.mean() <= BF16_MEAN_ERROR * 4 < stale.mean()
+
+
+def test_the_automatic_reference_dtype_follows_the_hardware(monkeypatch):
+    for fast, dtype in ((True, torch.bfloat16), (False, torch.float32)):
+        monkeypatch.setattr(policy_module, "has_fast_bfloat16", lambda device=None, f=fast: f)
+        policy = Policy(tiny_causal_lm("gpt2", vocab_size=32))
+        assert {p.dtype for p in policy.reference.parameters()} == {dtype}
+    lora, _ = lora_policy("gpt2")
+    assert isinstance(lora.reference, AdapterDisabled)  # LoRA: no copy to convert
 
 
 @pytest.mark.parametrize("kind", KINDS)

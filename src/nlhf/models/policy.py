@@ -14,7 +14,10 @@ The reference μ is what the KL terms and the Nash-MD mixture compare the policy
   forward pass; a magnet reset (:meth:`Policy.reset_reference`) copies the adapter into a
   frozen second adapter that the reference then runs;
 - otherwise the reference is a frozen deep copy taken at construction (``requires_grad``
-  False, eval mode).
+  False, eval mode), in ``reference_dtype``: ``auto`` keeps it in bfloat16 where the hardware
+  multiplies bf16 natively (:func:`has_fast_bfloat16`), half the bytes each decoded token
+  reads, at a log-prob error that tests/test_models_policy.py bounds; elsewhere in the
+  policy's own dtype.
 
 Log-probs are fp32, of the unmodified (temperature 1) model, with left-padded prompts and
 ``position_ids = clamp(cumsum(mask) − 1, 0)``; see :mod:`nlhf.models.logprobs`.
@@ -34,7 +37,7 @@ from transformers.pytorch_utils import Conv1D
 
 from nlhf.config import Checked, ConfigError, option
 from nlhf.models.activations import fuse_gelu
-from nlhf.models.lm import AdapterDisabled, is_peft_model, load_causal_lm, model_device
+from nlhf.models.lm import DTYPES, AdapterDisabled, is_peft_model, load_causal_lm, model_device
 from nlhf.models.logprobs import completion_logprobs
 from nlhf.models.text import eos_token_ids, pad_token_id
 
@@ -84,6 +87,11 @@ class PolicyConfig(Checked):
     lora_r: int = option(
         0, "LoRA rank; 0 trains every weight and keeps a frozen copy as the reference"
     )
+    reference_dtype: Literal["auto", "float32", "bfloat16", "float16"] = option(
+        "auto",
+        "dtype of the frozen reference copy under full fine-tuning (lora_r=0); auto: bfloat16 "
+        "where the GPU or CPU multiplies it natively, else the policy's dtype",
+    )
     lora_alpha: float = option(
         LORA_ALPHA, "LoRA scaling numerator (the update is scaled by alpha / r)"
     )
@@ -112,11 +120,31 @@ def disable_dropout(model: nn.Module) -> None:
             module.p = 0.0
 
 
-def frozen_copy(model: nn.Module) -> nn.Module:
-    """A deep copy with ``requires_grad`` False everywhere, in eval mode."""
-    ref = copy.deepcopy(model)
+def frozen_copy(model: nn.Module, dtype: torch.dtype | None = None) -> nn.Module:
+    """A deep copy with ``requires_grad`` False everywhere, in eval mode; with ``dtype`` its
+    floating-point parameters in that dtype, converted one by one (no full-precision copy of
+    the whole model is made first).  Tied parameters stay tied."""
+    memo: dict[int, Any] = {}
+    for param in model.parameters():
+        if id(param) not in memo and param.is_floating_point():
+            value = param.detach().to(dtype or param.dtype, copy=True)
+            memo[id(param)] = nn.Parameter(value, requires_grad=False)
+    ref = copy.deepcopy(model, memo)
     ref.requires_grad_(False)
     return ref.eval()
+
+
+def reference_dtype(
+    name: str, policy: nn.Module, device: torch.device | None = None
+) -> torch.dtype:
+    """The frozen reference's dtype for ``PolicyConfig.reference_dtype`` ``name``, on
+    ``device`` (default: where ``policy`` is)."""
+    if name != "auto":
+        return DTYPES[name]
+    device = torch.device(device) if device is not None else model_device(policy)
+    if has_fast_bfloat16(device.type):
+        return torch.bfloat16
+    return next(policy.parameters()).dtype
 
 
 def add_lora(model: nn.Module, config: PolicyConfig) -> nn.Module:
@@ -164,7 +192,8 @@ class Policy:
             self.model = add_lora(model, self.config)
         else:
             self.model = model
-            self._frozen_reference = frozen_copy(model)
+            dtype = reference_dtype(self.config.reference_dtype, model)
+            self._frozen_reference = frozen_copy(model, dtype)
 
     @classmethod
     def load(cls, config: PolicyConfig) -> Policy:
@@ -282,7 +311,8 @@ class Policy:
     def to(self, device: torch.device | str) -> Policy:
         self.model.to(device)
         if self._frozen_reference is not None:
-            self._frozen_reference.to(device)
+            dtype = reference_dtype(self.config.reference_dtype, self.model, device)
+            self._frozen_reference.to(device, dtype)
         return self
 
     def trainable_parameters(self) -> list[nn.Parameter]:
