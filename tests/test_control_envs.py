@@ -1,14 +1,19 @@
 """Games for acting policies (nlhf.control.envs): feature vectors and specs; a saved state
-replays bit for bit, in the same env and in another one (CartPole with its RNG, Pong with
-sticky actions); options that do not fit a game are one-line errors naming the option."""
+replays bit for bit, in the same env and in another one, in every family (classic control
+with its RNG, Pong with sticky actions, MinAtar, and games restored by replaying their seed
+and actions); a game whose replay differs is refused before training; options that do not fit
+a game are one-line errors naming the option."""
 
 import numpy as np
 import pytest
 
 pytest.importorskip("gymnasium", reason="the control extra is not installed (nlhf[control])")
 
+import gymnasium as gym
+
 from nlhf.config import ConfigError
 from nlhf.control.envs import (
+    check_restorable,
     make_env,
     make_vector_env,
     restore_state,
@@ -68,6 +73,55 @@ def test_cartpole_restore_replays_bit_for_bit_including_resets():
     assert sum(t or u for _, _, t, u in steps) >= 3  # several episodes ended and reset
 
 
+@pytest.mark.parametrize("env_id", ["Acrobot-v1", "MountainCar-v0"])
+def test_classic_control_restores_its_own_state_bit_for_bit(env_id):
+    env = make_env(env_id, 0)
+    assert set(save_state(env)["core"]) == {"state"}  # no replay: the game's own state
+    steps = replays_exactly(env_id, other_seed=99, points=4)
+    assert len({obs.tobytes() for obs, *_ in steps}) > 30  # the game moved
+
+
+@pytest.mark.parametrize("env_id", ["FrozenLake-v1", "Taxi-v4"])
+def test_a_game_without_a_state_of_its_own_is_restored_by_replaying_its_actions(env_id):
+    # slippery FrozenLake draws every move from its RNG (and falls in holes); Taxi's start
+    env = make_env(env_id, 0)
+    assert save_state(env)["core"] == {} and type(env).__name__ == "Replay"
+    steps = replays_exactly(env_id, other_seed=9, points=4)
+    assert env_id != "FrozenLake-v1" or sum(t or u for _, _, t, u in steps) >= 3
+    check_restorable(env_id)  # no refusal
+    obs = env.reset()[0]
+    assert obs.sum() == 1.0 and set(obs.tolist()) == {0.0, 1.0}  # a Discrete state is one-hot
+
+
+class CountedGame(gym.Env):
+    """A game whose start depends on how many games were made before it, not on its seed."""
+
+    observation_space = gym.spaces.Box(-1e9, 1e9, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    made = 0
+
+    def __init__(self):
+        CountedGame.made += 1
+        self.x = float(CountedGame.made)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.array([self.x], np.float32), {}
+
+    def step(self, action):
+        self.x += action
+        return np.array([self.x], np.float32), 0.0, False, False, {}
+
+
+def test_a_game_whose_replay_differs_is_refused_before_training():
+    gym.register("CountedGame-v0", entry_point=CountedGame, max_episode_steps=50)
+    try:
+        with pytest.raises(ConfigError, match=r"^env: CountedGame-v0 has no state to save"):
+            check_restorable("CountedGame-v0")
+    finally:
+        del gym.registry["CountedGame-v0"]
+
+
 def test_pong_sticky_actions_are_played_frame_by_frame():
     pytest.importorskip("ale_py", reason="ale-py is not installed (nlhf[control])")
     env = make_env("ALE/Pong-v5", 0, sticky=0.5)
@@ -125,6 +179,8 @@ def test_minatar_grid_is_flattened():
         (dict(env_id="CartPole-v1", features="pixels"), "features"),
         (dict(env_id="CartPole-v1", features="rgb"), "features"),
         (dict(env_id="NoSuchGame-v0"), "env"),
+        (dict(env_id="Pendulum-v1"), "env"),  # Box actions
+        (dict(env_id="Blackjack-v1"), "env"),  # a tuple of numbers, no array
     ],
 )
 def test_options_that_do_not_fit_name_the_option(kwargs, option):

@@ -1,7 +1,7 @@
-"""``nlhf control demo``: RLHF and NLHF from the same label budget on CartPole, side by side.
+"""``nlhf control demo``: RLHF and NLHF from the same label budget on one game, side by side.
 
-    nlhf control demo                         # 3 minutes per route, oracle labels
-    nlhf control demo --minutes 1 --labeler noisy --budget 500
+    nlhf control demo                         # CartPole, 3 minutes per route, oracle labels
+    nlhf control demo --minutes 1 --labeler noisy --budget 500 --env Acrobot-v1
 
 1. three runs of at most ``minutes`` each (a run stops once it reaches ``target_return``) into
    ``<out>/{ppo,rlhf,nlhf}``: PPO on the true reward (the
@@ -14,9 +14,10 @@
    decided by the 95% interval; under ``--labeler population`` this is the answer to "which
    route wins under annotators whose majority cycles";
 4. ``report.md``: the table (return, interval, labels used, steps, wall time), ``curves.png``
-   (true episode return against training minutes) and one GIF clip per policy
-   (``clip-<run>.gif``: gymnasium's ``render=True`` frames when pygame is there, else the
-   routes' own CartPole drawing).
+   (true episode return, the policy's entropy and its KL to μ per step against training
+   minutes, so a collapse shows) and one GIF clip per policy (``clip-<run>.gif``: the game's
+   ``render()`` frames where it draws them, else :func:`~nlhf.control.human.observation_frame`);
+   a clip that fails is named missing, with why, and the run's numbers are kept.
 """
 
 from __future__ import annotations
@@ -32,23 +33,23 @@ import torch
 
 from nlhf.config import option
 from nlhf.control import ppo, require, routes
-from nlhf.control.envs import make_env
+from nlhf.control.envs import check_restorable, make_env, spec_of
 from nlhf.control.eval_cli import head_to_head
-from nlhf.control.human import cartpole_frame
+from nlhf.control.human import observation_frame
 from nlhf.control.labelers import make_labeler
 from nlhf.control.rollout import episode_returns
 from nlhf.eval.report import format_interval, markdown_table
 from nlhf.eval.stats import mean_interval
-from nlhf.files import atomic_write_text
+from nlhf.files import atomic_path, atomic_write_text
 from nlhf.label.clips import gif_bytes
 from nlhf.reporting import curve, figure, read_metrics, save_png, verdict
 
 
 @dataclass
 class Config:
-    """The RLHF and NLHF routes against each other on CartPole from one label budget."""
+    """The RLHF and NLHF routes against each other on one game from one label budget."""
 
-    env: str = option("CartPole-v1", "gymnasium id (clips are drawn for CartPole)")
+    env: str = option("CartPole-v1", "gymnasium id with discrete actions")
     minutes: float = option(3.0, "training minutes of each of the three runs, at most")
     target_return: float = option(
         475.0,
@@ -67,29 +68,37 @@ class Config:
 
 
 def clip(policy: Any, env_id: str, steps: int, seed: int) -> bytes:
-    """A GIF of one episode (at most ``steps`` steps) of ``policy``, actions sampled."""
+    """A GIF of one episode (at most ``steps`` steps) of ``policy``, actions sampled, at most
+    25 frames a second."""
     env = make_env(env_id, seed, render=True)
     obs, _ = env.reset(seed=seed)
     generator = torch.Generator().manual_seed(seed)
-    frames = []
+    frames: list[np.ndarray] = []
+    rendered = True
     for _ in range(steps):
-        try:
-            frames.append(np.asarray(env.render(), np.uint8))
-        except Exception:  # pygame missing: draw the state ourselves
-            frames.append(cartpole_frame(env.unwrapped.state))
+        if rendered:
+            try:  # ALE draws itself; classic control needs pygame, MinAtar seaborn
+                frames.append(np.asarray(env.render(), np.uint8))
+            except Exception:
+                rendered = False
+        if not rendered:
+            frames.append(observation_frame(env_id, obs))
         with torch.no_grad():
             p = torch.softmax(policy.logits(torch.as_tensor(obs, dtype=torch.float32)), -1)
         action = int(torch.multinomial(p, 1, generator=generator))
         obs, _, terminated, truncated, _ = env.step(action)
         if terminated or truncated:
             break
+    fps = spec_of(env).fps
     env.close()
-    return gif_bytes(frames[::2], fps=25)
+    every = max(1, round(fps / 25))
+    return gif_bytes(frames[::every], fps=fps / every)
 
 
 def run(config: Config) -> int:
     require("gymnasium")
-
+    if config.pairs:  # before any training: the head-to-head continues saved states
+        check_restorable(config.env)
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     out = Path(config.out)
     shared = dict(
@@ -103,7 +112,7 @@ def run(config: Config) -> int:
         "rlhf": (routes.RLHFConfig(out=str(out / "rlhf"), **shared, **labelled), routes.train),
         "nlhf": (routes.NLHFConfig(out=str(out / "nlhf"), **shared, **labelled), routes.train),
     }
-    rows, policies = {}, {}
+    rows, policies, clips = {}, {}, {}
     for name, (cfg, train) in runs.items():
         start = time.perf_counter()
         algorithm, _ = ppo.train(cfg) if train is None else train(cfg)
@@ -117,9 +126,13 @@ def run(config: Config) -> int:
             "steps": algorithm.trainer.steps_done,
             "seconds": seconds,
         }
-        (out / f"clip-{name}.gif").write_bytes(
-            clip(algorithm.policy, config.env, config.clip_steps, config.seed + 1)
-        )
+        try:  # a clip is not worth the run: a failing one is reported missing
+            gif = clip(algorithm.policy, config.env, config.clip_steps, config.seed + 1)
+            with atomic_path(out / f"clip-{name}.gif") as temp:
+                temp.write_bytes(gif)
+            clips[name] = f"![{name}](clip-{name}.gif)"
+        except Exception as exc:
+            clips[name] = f"clip missing ({type(exc).__name__}: {exc})"
     games = {}
     if config.pairs:
         judge = make_labeler(config.labeler)
@@ -128,31 +141,54 @@ def run(config: Config) -> int:
             warmup=100, length=config.pair_steps, seed=config.seed + 1,
         )  # fmt: skip
         games["nlhf vs rlhf"] = mean_interval(np.asarray(p), bounds=(0.0, 1.0)).as_dict()
-    plot(out, list(runs))
+    plot(out, list(runs), config.target_return)
     results = {**rows, "head_to_head": games}
     atomic_write_text(out / "results.json", json.dumps(results, indent=2) + "\n")
-    atomic_write_text(out / "report.md", report(config, rows, games))
+    atomic_write_text(out / "report.md", report(config, rows, games, clips))
     print(f"nlhf control demo: {out}/report.md")
     return 0
 
 
-LABELS = {"ppo": "PPO, true reward", "rlhf": "RLHF: r̂ + PPO", "nlhf": "NLHF: P̂ + Nash-MD-PG"}
+LABELS = {"ppo": "PPO, true reward", "rlhf": "RLHF: r̂ + PPO", "nlhf": "NLHF: P̂"}
+COLOURS = {"ppo": "tab:blue", "rlhf": "tab:orange", "nlhf": "tab:green"}
 
 
-def plot(out: Path, names: list[str]) -> Path:
-    """Each run's true episode return (the last 20 episodes) against its training minutes."""
-    fig, (ax,) = figure(1, (7, 4))
-    for name in names:
-        x, y = curve(read_metrics(out / name / "metrics.jsonl"), "episode_return")
-        ax.plot(x, y, label=LABELS[name], linestyle="--" if name == "ppo" else "-")
-    ax.set_xlabel("training minutes")
-    ax.set_ylabel("true episode return (last 20 episodes)")
-    ax.axhline(475, color="grey", linewidth=0.5)
-    ax.legend()
+PANELS = {
+    "episode_return": "true episode return (last 20 episodes)",
+    "entropy": "policy entropy (nats)",
+    "kl_per_step": "KL(π‖μ) per step (nats)",
+}
+"""The logged metric of each panel of ``curves.png`` (PPO logs no KL to μ)."""
+
+
+def plot(out: Path, names: list[str], target: float = 475.0) -> Path:
+    """Each run's :data:`PANELS` against its training minutes (``target``: a grey line where
+    the returns reach it)."""
+    fig, axes = figure(len(PANELS), (15, 4))
+    rows = {name: read_metrics(out / name / "metrics.jsonl") for name in names}
+    for ax, (key, title) in zip(axes, PANELS.items(), strict=True):
+        for name in names:
+            x, y = curve(rows[name], key)
+            if len(x):
+                style = "--" if name == "ppo" else "-"
+                ax.plot(x, y, label=LABELS[name], linestyle=style, color=COLOURS[name])
+        ax.set_xlabel("training minutes")
+        ax.set_title(title, fontsize=10)
+        if ax.get_lines():
+            ax.legend()
+    low, high = axes[0].get_ylim()
+    if target and low <= target <= high:
+        axes[0].axhline(target, color="grey", linewidth=0.5)
     return save_png(fig, out / "curves.png", dpi=120)
 
 
-def report(config: Config, rows: dict[str, Any], games: dict[str, Any] | None = None) -> str:
+def report(
+    config: Config,
+    rows: dict[str, Any],
+    games: dict[str, Any] | None = None,
+    clips: dict[str, str] | None = None,
+) -> str:
+    """The markdown of ``report.md``; ``clips``: each run's clip line (default: its GIF)."""
     table = [
         [
             name,
@@ -180,6 +216,8 @@ def report(config: Config, rows: dict[str, Any], games: dict[str, Any] | None = 
             f"states each policy plays {config.pair_steps} steps and the labeler compares the "
             f"two segments; {verdict(game, 'NLHF', 'RLHF', 3)}.",
         ]
-    lines += ["", "![curves](curves.png)", ""]
-    lines += [f"{name}: ![{name}](clip-{name}.gif)" for name in rows]
+    lines += ["", "True return, entropy and KL(π‖μ) per step over training:", ""]
+    lines += ["![curves](curves.png)", ""]
+    clips = clips or {name: f"![{name}](clip-{name}.gif)" for name in rows}
+    lines += [f"{name}: {clips[name]}" for name in rows]
     return "\n".join(lines) + "\n"

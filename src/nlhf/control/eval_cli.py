@@ -28,6 +28,7 @@ import torch
 
 from nlhf.config import Checked, ConfigError, option
 from nlhf.control import require
+from nlhf.control.envs import check_restorable
 from nlhf.control.labelers import make_labeler
 from nlhf.control.labelling import parse_options
 from nlhf.control.nash import segments_of
@@ -103,7 +104,8 @@ def evaluate(config: Config) -> dict[str, Any]:
     """The numbers of the module doc as a dict (``returns``, ``head_to_head``)."""
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     labeler = make_labeler(config.labeler, **parse_options(config.labeler_options))
-
+    if config.pairs and len(config.policies) > 1:  # the head-to-head continues saved states
+        check_restorable(config.env)
     policies = [ActingPolicy.load(p) for p in config.policies]
     returns = {
         path: mean_interval(episode_returns(p, config.env, config.episodes, config.seed)).as_dict()
