@@ -12,6 +12,7 @@ pytest.importorskip("gymnasium", reason="the control extra is not installed (nlh
 import gymnasium as gym
 
 from nlhf.config import ConfigError
+from nlhf.control import routes
 from nlhf.control.envs import (
     check_restorable,
     make_env,
@@ -113,13 +114,33 @@ class CountedGame(gym.Env):
         return np.array([self.x], np.float32), 0.0, False, False, {}
 
 
-def test_a_game_whose_replay_differs_is_refused_before_training():
+def test_a_game_whose_replay_differs_is_refused_before_training(tmp_path):
     gym.register("CountedGame-v0", entry_point=CountedGame, max_episode_steps=50)
     try:
         with pytest.raises(ConfigError, match=r"^env: CountedGame-v0 has no state to save"):
             check_restorable("CountedGame-v0")
+        config = routes.NLHFConfig(env="CountedGame-v0", update="nash-md-pg", out=str(tmp_path))
+        with pytest.raises(ConfigError, match="no state to save"):
+            routes.build(config)
+        routes.build(routes.RLHFConfig(env="CountedGame-v0", out=str(tmp_path)))  # no states
     finally:
         del gym.registry["CountedGame-v0"]
+
+
+TINY = dict(steps=1, progress=False, tensorboard=False, budget=20, initial=10, chunk=5,
+            fit_epochs=1, hidden=[8])  # fmt: skip
+
+
+def test_both_routes_step_on_a_game_restored_by_replay(tmp_path):
+    # FrozenLake's continuations are replays of its seed and actions (no other test's family)
+    ppo = dict(n_envs=2, n_steps=32, mini_batches=2, segment=10)
+    nash = dict(states=2, samples=2, opponents=1, length=10, update="nash-md-pg")
+    rlhf = routes.RLHFConfig(env="FrozenLake-v1", out=str(tmp_path / "rlhf"), **ppo, **TINY)
+    nlhf = routes.NLHFConfig(env="FrozenLake-v1", out=str(tmp_path / "nlhf"), **nash, **TINY)
+    for config in (rlhf, nlhf):
+        route, last = routes.train(config)
+        assert route.trainer.steps_done == 1 and route.labelling.buffer.added > 0
+        assert last["kl_per_step"] >= 0.0 and last["entropy"] > 0.0
 
 
 def test_pong_sticky_actions_are_played_frame_by_frame():
