@@ -51,6 +51,13 @@ def test_the_exact_judges_read_the_type():
     )
 
 
+def test_the_presets_choose_the_cells():
+    assert DecoyConfig().cells == [0.05, 0.15, 0.3, 0.45]
+    assert DecoyConfig(quick=True).cells == [0.05, 0.45]  # below and above 1 − 2w
+    assert DecoyConfig(quick=True, rho=[0.3]).cells == [0.3]
+    assert CycleConfig().cells == [0.1, 0.4]  # below and above the overturn at ¼
+
+
 def test_each_cell_has_its_population_and_pair_distribution():
     P, pairs = cell_game(DecoyConfig(w=0.4, noise=0.05, other_share=0.1), 0.3)
     assert P[1, 0] == pytest.approx(0.59)  # B beats A 0.6 : 0.4, less the noise
@@ -89,7 +96,7 @@ def test_the_measurement_is_the_type_arithmetic_with_an_interval():
     "argv,said",
     [
         (["decoy", "w=0.6"], "w must lie in (0, 0.5)"),
-        (["decoy", "rho=0.2,1.5"], "rho must be"),
+        (["decoy", "rho=0.2,1.5"], "rho must be shares"),
         (["cycle", "options=red,red,blue"], "three different answers"),
         (["cycle", "routes=ppo,dpo"], "routes must be some of"),
         (["decoy", "noise=0.5"], "noise must lie"),
@@ -120,7 +127,6 @@ TINY = [
     "measure_samples=20",
     "max_new_tokens=3",
     "judge_max_length=48",
-    "rho=0.05,0.45",
 ]
 
 
@@ -168,5 +174,4 @@ def test_the_decoy_experiment_runs_on_tiny_models_and_resumes(tmp_path, tiny_mod
     assert main(argv) == 0  # everything done: only the report is rebuilt
     said = capsys.readouterr().out
     assert all(f"[experiment] {s}: done in an earlier run, skipped" in said for s in stages)
-    assert "rho=0.05,0.45" in said or "rho=0.05,0.45" in report
     assert main([*argv, "w=0.3"]) == 2  # other options: refused in one line

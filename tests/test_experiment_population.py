@@ -284,9 +284,10 @@ def test_the_whole_experiment_runs_on_tiny_models_and_resumes(tmp_path, tiny_mod
     assert prediction["cycles"]["eval"]["triples"] == 3  # 3 prompts × one triple of K = 3
     report = (out / "report.md").read_text()
     for section in ("## Verdict", "## 1. The population", "## 2. Judges", "## 3. The restricted",
-                    "## 4. Tuning", "## 5. Training", "## 6. Tournament", "Equilibrium check",
-                    "## 7. Completions", "## 8. Configuration",
-                    "population_definition"):  # fmt: skip
+                    "## 4. What theory predicts", "## 5. Tuning", "## 6. Training",
+                    "## 7. Tournament", "Equilibrium check", "## 8. Completions",
+                    "## 9. Configuration", "population_definition",
+                    "- Theory: on", "worst-case win rate of π*_τ"):  # fmt: skip
         assert section in report
     assert (out / "results.png").stat().st_size > 0
     capsys.readouterr()

@@ -126,18 +126,22 @@ class DecoyConfig(ChoiceConfig):
 
     w: float = option(0.4, "share of the voters who rank A ≻ C ≻ B (the rest: B ≻ A ≻ C)")
     rho: list[float] = option(
-        [0.05, 0.15, 0.3, 0.45], "the cells: share ρ of the decoy C among the options in pairs"
+        [],
+        "the cells: share ρ of the decoy C among the options in the judges' pairs (empty: "
+        "0.05,0.15,0.3,0.45; with --quick 0.05,0.45)",
     )
 
     def check(self) -> None:
         if not 0.0 < self.w < 0.5:
             raise ValueError(f"w must lie in (0, 0.5) so that B is the Condorcet winner: {self.w}")
-        if not self.rho or any(not 0.0 <= r < 1.0 for r in self.rho):
-            raise ValueError(f"rho must be one or more shares in [0, 1), got {self.rho}")
+        if any(not 0.0 <= r < 1.0 for r in self.rho):
+            raise ValueError(f"rho must be shares in [0, 1), got {self.rho}")
 
     @property
     def cells(self) -> list[float]:
-        return list(self.rho)
+        if self.rho:
+            return list(self.rho)
+        return [0.05, 0.45] if self.quick else [0.05, 0.15, 0.3, 0.45]
 
 
 @dataclass

@@ -14,9 +14,16 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from nlhf.config import load_yaml
 from nlhf.eval.report import completion_tables, escape_markdown, format_interval, markdown_table
+from nlhf.eval.stats import mean_interval
+from nlhf.experiment.analysis import restricted_game
 from nlhf.experiment.config import POLICIES, ROUTE_TITLES, TIMED, Config, Layout
+from nlhf.experiment.exact_population import exact_matrix, load_population
+from nlhf.experiment.stages import reference_completions
+from nlhf.experiment.theory import agreement, worst_cases
 from nlhf.models.judges.population import CRITERIA
 from nlhf.reporting import (
     Report,
@@ -30,6 +37,7 @@ from nlhf.reporting import (
     training_table,
     verdict,
 )
+from nlhf.tabular import worst_case
 
 INDEPENDENT_CYCLES = 12 / 216
 """Share of cyclic triples when three criteria rank three items independently at random."""
@@ -260,6 +268,79 @@ def prediction_section(layout: Layout) -> list[str]:
     ]
 
 
+def held_out_games(config: Config, layout: Layout) -> list[np.ndarray]:
+    """The population's exact P on each held-out prompt's K reference completions."""
+    population = load_population(config)
+    return [
+        exact_matrix(population, prompt, texts)
+        for prompt, texts in reference_completions(layout)["eval"].items()
+    ]
+
+
+def theory_line(games: list[np.ndarray]) -> str:
+    found = agreement(games)
+    return (
+        f"- Theory: on {found['coincide']} of {found['prompts']} held-out prompts the Borda "
+        "winner (RLHF's pick) is the Condorcet winner, and on "
+        f"{found['borda_in_support']} it lies in the maximal lottery's support, where "
+        "P(Nash ≻ RLHF) = ½ is the prediction however strong the cycle (section 4)"
+    )
+
+
+def theory_section(
+    config: Config, games: list[np.ndarray], tournament: dict[str, Any]
+) -> list[str]:
+    """Why a null is the prediction here: each held-out prompt's Borda and Condorcet winners,
+    the restricted game's worst cases, and each policy's worst case in the tournament."""
+    found = agreement(games)
+    unit = (0.0, 1.0)
+    worst = {"nash": [], "rlhf": []}
+    for P in games:
+        game = restricted_game(P, config.tau)
+        worst["nash"].append(worst_case(P, game.nash)[0])
+        worst["rlhf"].append(worst_case(P, game.rlhf)[0])
+    rows = [
+        ["held-out prompts", str(found["prompts"])],
+        ["with a Condorcet winner among their K completions", str(found["condorcet"])],
+        ["whose Borda (Bradley–Terry) winner is the Condorcet winner", str(found["coincide"])],
+        [
+            "whose Borda winner lies in the maximal lottery's support",
+            str(found["borda_in_support"]),
+        ],
+        [
+            "worst-case win rate of π*_τ in the restricted game",
+            format_interval(mean_interval(np.array(worst["nash"]), bounds=unit).as_dict(), 3),
+        ],
+        [
+            "worst-case win rate of π_RLHF in the restricted game",
+            format_interval(mean_interval(np.array(worst["rlhf"]), bounds=unit).as_dict(), 3),
+        ],
+    ]
+    tournament_rows = [
+        [escape_markdown(name), format_interval(w), escape_markdown(w["against"])]
+        for name, w in worst_cases(tournament).items()
+    ]
+    return [
+        "The Bradley–Terry fit ranks by a Borda count, so RLHF plays the Borda winner; the "
+        "Nash equilibrium (the maximal lottery as τ → 0) plays the Condorcet winner where one "
+        "exists and mixes over the top cycle otherwise. Where the Borda winner lies in the "
+        "lottery's support, P(Nash ≻ RLHF) = ½ however strong the cycle (an equilibrium is "
+        "indifferent among its support), and a cycle shows only in the worst-case win rate, "
+        "min_j Σ_i π(i)·P(i ≻ j). **A null head to head is therefore what theory predicts for "
+        "a population whose Borda and Condorcet winners coincide**; a head-to-head win needs "
+        "them to part, which needs no cycle (`nlhf experiment decoy` dials exactly that).",
+        "",
+        *markdown_table(
+            ["on each held-out prompt's K completions (exact P)", "count or mean"], rows, "lr"
+        ),
+        "",
+        "Each policy's worst case in the tournament: its lowest P(policy ≻ other) against any "
+        "other entrant under the population (a best response restricted to the entrants):",
+        "",
+        *markdown_table(["policy", "worst case", "against"], tournament_rows, "lrl"),
+    ]
+
+
 def tuning_section(layout: Layout) -> list[str]:
     """The tuning stage's candidates and what each route took."""
     if not layout.tuning.exists():
@@ -329,13 +410,18 @@ def report(config: Config, layout: Layout) -> Report:
     predicted = json.loads(layout.prediction.read_text())["nash_vs_rlhf"]
     plot(curves, config.batch_size, tournament, predicted, layout.plot)
     completions = [(p["name"], p["samples"]) for p in tournament["policies"]]
+    games = held_out_games(config, layout)
     return Report(
         "When does NLHF beat RLHF? A population of annotators whose majority cycles",
-        verdict_lines(config, layout, tournament),
+        [*verdict_lines(config, layout, tournament), theory_line(games)],
         [
             ("The population", population_section(config, layout)),
             ("Judges trained on the population's labels", judges_section(layout)),
             ("The restricted-game prediction", prediction_section(layout)),
+            (
+                "What theory predicts for this population",
+                theory_section(config, games, tournament),
+            ),
             ("Tuning: each route's settings, chosen the same way", tuning_section(layout)),
             (
                 "Training: same reference, same number of judged comparisons",
