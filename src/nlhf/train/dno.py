@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from nlhf.config import option
 from nlhf.losses import leave_one_out_win_rates
+from nlhf.models.logprobs import completion_kl
 from nlhf.models.text import tokenize_prompts
 from nlhf.train.core import NonFiniteError
 from nlhf.train.groups import pairwise_matrix, sample_group
@@ -152,7 +153,10 @@ class DNO(IterativeAlgorithm):
         t3 = time.perf_counter()
         pos, neg = data["pos"], data["neg"]
         with torch.no_grad():
-            kl = (out.policy_logprobs - ref_tokens).sum(-1)
+            sampled = (out.policy_logprobs - ref_tokens).sum(-1)
+            kl = completion_kl(
+                policy.model, policy.reference, batch.ids, batch.mask, out.tokens, out.mask
+            )
             lengths = out.lengths.float()
         sample_seconds, judge_seconds = data["seconds"]
         return loss, {
@@ -160,6 +164,7 @@ class DNO(IterativeAlgorithm):
             "replayed": float(data["replayed"]),
             "logp_gap": float(gap.detach().mean()) if len(gap) else 0.0,
             "kl": float(kl.mean()),
+            "kl_sampled": float(sampled.mean()),
             "length": float(lengths.mean()),
             "length_chosen": float(lengths[pos].mean()) if len(pos) else 0.0,
             "length_rejected": float(lengths[neg].mean()) if len(neg) else 0.0,

@@ -31,6 +31,7 @@ import torch
 
 from nlhf.config import option
 from nlhf.losses import inpo_loss
+from nlhf.models.logprobs import completion_kl
 from nlhf.train.core import NonFiniteError, StepRule
 from nlhf.train.groups import sample_group
 from nlhf.train.iterative import IterationFields, IterativeAlgorithm, Prepared
@@ -149,7 +150,10 @@ class INPO(IterativeAlgorithm):
         )
         t3 = time.perf_counter()
         with torch.no_grad():
-            kl = (out.policy_logprobs - ref_tokens).sum(-1)
+            sampled = (out.policy_logprobs - ref_tokens).sum(-1)
+            kl = completion_kl(
+                policy.model, policy.reference, batch.ids, batch.mask, out.tokens, out.mask
+            )
             lengths = out.lengths.float()
             margin = (logps[:n] - anchor[:n]) - (logps[n:] - anchor[n:])
         sample_seconds, judge_seconds = prepared.data["seconds"]
@@ -157,6 +161,7 @@ class INPO(IterativeAlgorithm):
             "judge_chosen_prob": float(p_chosen.mean()),
             "margin": float(margin.mean()),
             "kl": float(kl.mean()),
+            "kl_sampled": float(sampled.mean()),
             "length": float(lengths.mean()),
             "length_chosen": float(lengths[w].mean()),
             "length_rejected": float(lengths[lose].mean()),

@@ -169,7 +169,7 @@ class NashMP(Algorithm):
 
         ahead, upd = phase_metrics["lookahead"], phase_metrics["update"]
         both = ahead + upd
-        out = {key: mean(upd, key) for key in ("loss", "win_rate", "kl", "length")}
+        out = {key: mean(upd, key) for key in ("loss", "win_rate", "kl", "kl_sampled", "length")}
         out["opponent_length"] = mean(upd, "opponent_length")
         out["lookahead_loss"] = mean(ahead, "loss")
         out["lookahead_win_rate"] = mean(ahead, "win_rate")

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from nlhf.losses import nash_md_pg_loss
+from nlhf.models.logprobs import completion_kl
 from nlhf.models.text import decode_completions
 
 
@@ -44,10 +45,12 @@ def preference_pg_loss(
     logprobs = policy.logprobs(batch.ids, batch.mask, y.tokens, y.mask)
     target = y.ref_logprobs if ref_logprobs is None else ref_logprobs
     loss = nash_md_pg_loss(logprobs, target, y.mask.bool(), preference, tau)
-    kl = (y.policy_logprobs - y.ref_logprobs).sum(-1)
+    sampled = (y.policy_logprobs - y.ref_logprobs).sum(-1)
+    kl = completion_kl(policy.model, policy.reference, batch.ids, batch.mask, y.tokens, y.mask)
     return loss, {
         "win_rate": float(preference.mean()),
         "kl": float(kl.mean()),
+        "kl_sampled": float(sampled.mean()),
         "length": float(y.lengths.float().mean()),
         "opponent_length": float(opponent.lengths.float().mean()),
         "judge_seconds": judge_seconds,

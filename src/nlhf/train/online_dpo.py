@@ -29,6 +29,7 @@ import torch
 from nlhf.config import option
 from nlhf.losses import online_pair_loss, order_pairs
 from nlhf.models import sample
+from nlhf.models.logprobs import completion_kl
 from nlhf.models.sampling import row_generators
 from nlhf.models.text import decode_completions
 from nlhf.train.core import Algorithm, NonFiniteError, StepRule
@@ -124,7 +125,8 @@ class OnlineDPO(Algorithm):
             len_chosen, len_rejected, _, _ = order_pairs(out.lengths.float(), preference)
             margin = r_chosen - r_rejected
             correct = (margin > 0).float() + 0.5 * (margin == 0).float()
-            kl = (out.policy_logprobs - ref_tokens).sum(-1)
+            sampled = (out.policy_logprobs - ref_tokens).sum(-1)
+            kl = completion_kl(policy.model, policy.reference, ids, mask, out.tokens, out.mask)
         return loss, {
             "judge_chosen_prob": float(p_chosen.mean()),
             "tie_rate": float((~decided).float().mean()),
@@ -138,6 +140,7 @@ class OnlineDPO(Algorithm):
             "logp_chosen": float(lp_chosen.mean()),
             "logp_rejected": float(lp_rejected.mean()),
             "kl": float(kl.mean()),
+            "kl_sampled": float(sampled.mean()),
             "length": float(out.lengths.float().mean()),
             "length_chosen": float(len_chosen.mean()),
             "length_rejected": float(len_rejected.mean()),

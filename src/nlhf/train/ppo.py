@@ -13,7 +13,8 @@ The classic sentiment pipeline (Ziegler et al. 2019; trlX ``ppo_sentiments``).  
    advantages (whitened over the rollout) and returns;
 4. ``epochs`` passes of ``mini_batches`` shuffled mini-batches, one optimizer step each on
    the clipped policy loss + ``vf_coef`` × the clipped value loss;
-5. β adapts towards ``kl_target`` (:mod:`nlhf.train.kl_control`).
+5. β adapts towards ``kl_target`` (:mod:`nlhf.train.kl_control`), read against the
+   rollout's exact KL (:func:`nlhf.models.logprobs.completion_kl`).
 
 The value head (:mod:`nlhf.train.value_head`) trains with the policy and is saved as
 ``<out>/value_head.safetensors``.  Parameter names in TRL and trlX, metrics: ``docs/trainers.md``.
@@ -45,6 +46,7 @@ from nlhf.losses import (
 )
 from nlhf.models import sample
 from nlhf.models.judges import ScoreJudge
+from nlhf.models.logprobs import completion_kl
 from nlhf.models.sampling import row_generators
 from nlhf.models.text import decode_completions
 from nlhf.train import distributed
@@ -218,11 +220,12 @@ class PPO(Algorithm):
                 parts.setdefault(key, []).append(value)
         t0 = time.perf_counter()
         pad, scores = self.trainer.policy.pad_token_id, torch.cat(parts.pop("scores"))
+        exact_kl = torch.cat(parts.pop("kl"))
         padded = {  # prompts padded on the left, completions on the right
             k: _pad(v, pad if k in ("prompt_ids", "tokens") else 0, k.startswith("prompt"))
             for k, v in parts.items()
         }
-        rollout = self.advantages(padded, scores)
+        rollout = self.advantages(padded, scores, exact_kl)
         timings["rollout_seconds"] += time.perf_counter() - t0
         rollout.metrics.update(self.trainer.procs.mean_metrics(timings))
         return rollout
@@ -266,11 +269,17 @@ class PPO(Algorithm):
             "logprobs": out.logprobs,
             "values": out.values,
             "scores": scores.float().to(policy.device),
+            "kl": completion_kl(
+                policy.model, policy.reference, batch.ids, batch.mask, y.tokens, y.mask
+            ),
         }
 
-    def advantages(self, padded: dict[str, torch.Tensor], scores: torch.Tensor) -> Rollout:
+    def advantages(
+        self, padded: dict[str, torch.Tensor], scores: torch.Tensor, exact_kl: torch.Tensor
+    ) -> Rollout:
         """2.–3. The rewards (the scores at the last token, the KL penalty at every token),
-        GAE advantages (whitened) and returns of the padded rollout, and its metrics."""
+        GAE advantages (whitened) and returns of the padded rollout, and its metrics
+        (``exact_kl``: each completion's KL over the whole vocabulary, for the log)."""
         cfg, procs = self.config, self.trainer.procs
         mask, values = padded["mask"], padded["values"]
         plp, rlp, keep = padded["sample_logprobs"], padded["ref_logprobs"], mask.bool()
@@ -281,12 +290,14 @@ class PPO(Algorithm):
             rewards = distributed.masked_whiten(procs, rewards, keep, shift_mean=False)
         advantages, returns = gae(rewards, values, keep, cfg.gamma, cfg.lam)
         advantages = distributed.masked_whiten(procs, advantages, keep)
-        rows = procs.gather(torch.stack([scores, kl, non_score, mask.sum(1).float()], dim=1))
+        columns = [scores, kl, non_score, mask.sum(1).float(), exact_kl.to(scores.device)]
+        rows = procs.gather(torch.stack(columns, dim=1))
         all_scores = rows[:, 0]
         metrics = {
             "reward": float(all_scores.mean()),
             "reward_std": float(all_scores.std()) if len(all_scores) > 1 else 0.0,
-            "kl": float(rows[:, 1].mean()),
+            "kl": float(rows[:, 4].mean()),
+            "kl_sampled": float(rows[:, 1].mean()),
             "kl_coef": self.kl.value,
             "non_score_reward": float(rows[:, 2].mean()),
             "returns": float(distributed.masked_mean(procs, returns, keep)),
@@ -384,7 +395,7 @@ class PPO(Algorithm):
         for key, value in metrics.items():
             if not math.isfinite(value):
                 raise NonFiniteError(key)
-        self.kl.update(rollout.metrics["kl"], self.config.batch_size)  # 5. adapt β
+        self.kl.update(rollout.metrics["kl"], self.config.batch_size)  # 5. adapt β (exact KL)
         return metrics
 
     # ------------------------------------------------------------------ state

@@ -28,6 +28,7 @@ import torch
 
 from nlhf.config import option
 from nlhf.losses import leave_one_out_win_rates, sppo_loss
+from nlhf.models.logprobs import completion_kl
 from nlhf.train.core import NonFiniteError
 from nlhf.train.groups import pairwise_matrix, sample_group
 from nlhf.train.iterative import IterationFields, IterativeAlgorithm, Prepared
@@ -83,7 +84,10 @@ class SPPO(IterativeAlgorithm):
         loss = sppo_loss(logps, anchor, win, cfg.eta)
         t3 = time.perf_counter()
         with torch.no_grad():
-            kl = (out.policy_logprobs - ref_tokens).sum(-1)
+            sampled = (out.policy_logprobs - ref_tokens).sum(-1)
+            kl = completion_kl(
+                policy.model, policy.reference, batch.ids, batch.mask, out.tokens, out.mask
+            )
             best = win.reshape(k, n).argmax(0)
             lengths = out.lengths.float().reshape(k, n)
             by_prompt = win.reshape(k, n)
@@ -92,6 +96,7 @@ class SPPO(IterativeAlgorithm):
             "win_rate_spread": float((by_prompt.max(0).values - by_prompt.min(0).values).mean()),
             "target": float((cfg.eta * (win - 0.5)).abs().mean()),
             "kl": float(kl.mean()),
+            "kl_sampled": float(sampled.mean()),
             "length": float(lengths.mean()),
             "length_best": float(lengths.gather(0, best[None]).mean()),
             "sample_seconds": sample_seconds,
