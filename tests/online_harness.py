@@ -3,8 +3,8 @@
 :func:`assert_one_documented_step` checks an in-process one-step run; in subprocesses,
 :func:`kill_and_resume` trains one run to the end and, in the same process, another that is
 SIGKILLed right after its step-4 checkpoint, then restarts that one, and
-:func:`trained_win_rate` measures a trained policy against its reference; the rest reads what
-a run wrote.
+:func:`trained_win_rate` (in this process) measures a trained policy against its reference;
+the rest reads what a run wrote.
 """
 
 import json
@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 import children
+import tiny_train as tiny_train_script
 from trainer_docs import logged_metrics
 
 SCRIPT = Path(__file__).with_name("tiny_train.py")
@@ -53,10 +54,11 @@ def kill_and_resume(
 
 
 def trained_win_rate(algorithm: str, tmp_path: Path, *overrides: str) -> float:
-    """Mean judge P(policy sample ≻ initial model sample) after training into ``tmp_path/run``."""
-    result = tiny_train(algorithm, tmp_path / "run", *overrides, "--win-rate", tmp=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return float(result.stdout.split("win_rate")[-1])
+    """Mean judge P(policy sample ≻ initial model sample) after training into ``tmp_path/run``
+    (in this process: no interpreter start)."""
+    trainer, config = tiny_train_script.make(algorithm, str(tmp_path / "run"), overrides)
+    tiny_train_script.train(algorithm, trainer, config)
+    return tiny_train_script.win_rate(trainer)
 
 
 def saved_tensors(*files) -> dict:
