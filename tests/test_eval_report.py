@@ -3,7 +3,15 @@ dicts, tables aligned as asked, and completions that cannot break a table."""
 
 import math
 
-from nlhf.eval.report import completion_tables, format_interval, markdown_table
+import numpy as np
+
+from nlhf.eval.report import (
+    completion_tables,
+    format_interval,
+    markdown_table,
+    matrix_table,
+    worst_case_columns,
+)
 from nlhf.eval.stats import Estimate
 
 
@@ -36,3 +44,14 @@ def test_completion_tables_escape_the_texts_and_cut_them():
     assert lines[0] == "**Prompt 1:** p\\|1"
     assert "| **x** | a<br>b |" in lines and "| **y** | zzzzz… |" in lines
     assert completion_tables([], 5) == []
+
+
+def test_a_win_rate_table_shows_each_policy_s_worst_case_and_whom_it_loses_to():
+    names = ["ref", "a", "b"]
+    mean = np.array([[0.5, 0.3, 0.6], [0.7, 0.5, 0.45], [0.4, 0.55, 0.5]])
+    worst = [Estimate(0.3, 0.25, 0.35, 9), Estimate(0.45, 0.4, 0.5, 9), Estimate(0.4, 0.3, 0.5, 9)]
+    columns = worst_case_columns(names, worst, [1, 2, 0], [e.as_dict() for e in worst])
+    table = matrix_table(names, mean, mean, mean, "P", [("vs rest", ["x", "y", "z"]), *columns])
+    lines = table.splitlines()
+    assert lines[0].endswith("| vs rest | worst case | vs best response |")
+    assert "| y | 0.45 [0.40, 0.50] vs b | 0.45 [0.40, 0.50] |" in lines[3]

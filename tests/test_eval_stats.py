@@ -143,3 +143,43 @@ def test_length_control_removes_a_preference_for_length_and_keeps_one_for_qualit
     lc = length_controlled(for_quality, gaps, 2)
     assert lc.mean[0, 1] == pytest.approx(1 / (1 + np.exp(-1.0)), abs=1e-6)
     assert lc.mean[1, 0] == pytest.approx(1 - lc.mean[0, 1]) and abs(lc.slope[0, 1]) < 1e-3
+
+
+def test_worst_case_is_the_lowest_row_entry_and_names_the_opponent():
+    """A rock-paper-scissors triple plus a policy that loses to everyone: each cyclic policy
+    beats the loser 0.9 but its worst case is 0.2, where 'vs rest' still reads above ½."""
+    P = np.array(
+        [
+            [0.5, 0.8, 0.2, 0.9],
+            [0.2, 0.5, 0.8, 0.9],
+            [0.8, 0.2, 0.5, 0.9],
+            [0.1, 0.1, 0.1, 0.5],
+        ]
+    )
+    rng = np.random.default_rng(0)
+    n = 200
+    prefs = {
+        (a, b): np.clip(P[a, b] + rng.normal(0, 0.05, size=(n, 4)), 0, 1)
+        for a in range(4)
+        for b in range(a + 1, 4)
+    }
+    rates = win_rate_matrix(prefs, 4)
+    assert [round(e.mean, 1) for e in rates.worst_case] == [0.2, 0.2, 0.2, 0.1]
+    assert rates.worst_opponent[:3] == [2, 0, 1]
+    assert all(rates.versus_rest[a].mean > 0.6 for a in range(3))
+    for e in rates.worst_case:
+        assert e.low < e.mean < e.high and e.high - e.low < 0.05
+    # per prompt the best response picks the entrant that does best there: never above the
+    # worst case, and here below it where the cyclic rows' noise differs from prompt to prompt
+    for a in range(4):
+        assert rates.best_response[a].mean <= rates.worst_case[a].mean + 1e-12
+    assert rates.best_response[3].mean < rates.worst_case[3].mean
+
+
+def test_worst_case_of_two_policies_is_their_head_to_head():
+    rng = np.random.default_rng(1)
+    rates = win_rate_matrix({(0, 1): rng.uniform(0.5, 0.9, size=(30, 2))}, 2)
+    assert rates.worst_case[0].mean == pytest.approx(rates.mean[0, 1])
+    assert rates.worst_case[1].mean == pytest.approx(rates.mean[1, 0])
+    assert rates.best_response[0].mean == pytest.approx(rates.mean[0, 1])
+    assert rates.worst_opponent == [1, 0]

@@ -80,6 +80,13 @@ def test_kl_to_the_reference(result):
     assert aaa.kl.mean > 5.0  # far from the random reference
     assert lora.kl is not None and np.isfinite(lora.kl.mean)
     assert aaa.length.mean == 10.0  # never emits EOS
+    # the exact KL of every completion is ≥ 0; for a policy that always writes the same
+    # completion the sampled estimate is exact too, for a random one it is not
+    for c in res.completions[1:]:
+        assert (c.kl >= -1e-6).all()
+    assert np.allclose(res.completions[2].kl, res.completions[2].kl_sampled, rtol=1e-4)
+    assert not np.allclose(res.completions[1].kl, res.completions[1].kl_sampled)
+    assert res.as_dict()["policies"][2]["kl_sampled"]["mean"] == aaa.kl_sampled.mean
 
 
 def test_score_shortcut_and_pairwise_judge_agree(result):

@@ -25,7 +25,13 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from nlhf.eval.report import escape_markdown, format_interval, markdown_table, matrix_table
+from nlhf.eval.report import (
+    escape_markdown,
+    format_interval,
+    markdown_table,
+    matrix_table,
+    worst_case_columns,
+)
 from nlhf.files import atomic_path
 
 Section = tuple[str, list[str]]
@@ -157,7 +163,8 @@ def training_table(
         "",
         "*Judged*: the judge calls of the run (scores for PPO, pairwise comparisons for the "
         "rest). *Training min*: the steps' own time; *stage min*: with loading and saving. KL: "
-        "the mean of Σ log π/μ over a step's samples. Values at the end: the mean over the last "
+        "the mean exact KL(π‖μ) of a step's samples (over the whole vocabulary at every "
+        "position, summed along each completion). Values at the end: the mean over the last "
         "10% of steps.",
     ]
 
@@ -175,7 +182,11 @@ def tournament_tables(tournament: dict[str, Any]) -> list[str]:
             np.array([[math.nan if v is None else v for v in row] for row in j[key]])
             for key in ("win_rate", "low", "high")
         )
-        rest = ("vs rest", [format_interval(e) for e in j["versus_rest"]])
+        rest = [("vs rest", [format_interval(e) for e in j["versus_rest"]])]
+        if "worst_case" in j:  # tournaments written before worst cases were measured lack it
+            rest += worst_case_columns(
+                names, j["worst_case"], j["worst_opponent"], j["best_response"]
+            )
         table = matrix_table(names, mean, low, high, "P(row ≻ col)", rest)
         lines += ["", f"**Judge `{judge}`**", "", table]
     scored = [n for n, j in tournament["judges"].items() if j["kind"] == "score"]

@@ -34,7 +34,7 @@ JUDGE_TITLES = {
 CURVES = "curves.png"
 """The training curves, beside report.md."""
 PANELS = [
-    ("kl", "KL(π‖μ) of sampled completions (nats)"),
+    ("kl", "exact KL(π‖μ) of sampled completions (nats)"),
     ("reward", "PPO: reward-model score of its samples"),
     ("win_rate", "Nash: P(y ≻ y′) against the opponent"),
 ]

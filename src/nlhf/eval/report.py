@@ -77,11 +77,13 @@ def matrix_table(
     low: np.ndarray,
     high: np.ndarray,
     corner: str,
-    extra: tuple[str, list[str]] | None = None,
+    extra: tuple[str, list[str]] | list[tuple[str, list[str]]] | None = None,
     digits: int = 2,
 ) -> str:
-    """A k × k markdown table, each cell ``mean [low, high]``; optional last column."""
+    """A k × k markdown table, each cell ``mean [low, high]``; optional last columns
+    (``extra``: one (heading, cells) pair or a list of them)."""
     heads = [escape_markdown(n) for n in names]
+    extras = [] if extra is None else [extra] if isinstance(extra, tuple) else list(extra)
 
     def cell(a: int, b: int) -> str:
         estimate = Estimate(mean[a, b], low[a, b], high[a, b], 0)
@@ -91,11 +93,30 @@ def matrix_table(
         [
             f"**{heads[a]}**",
             *[cell(a, b) for b in range(len(names))],
-            *([extra[1][a]] if extra else []),
+            *[cells[a] for _, cells in extras],
         ]
         for a in range(len(names))
     ]
-    return "\n".join(markdown_table([corner, *heads, *([extra[0]] if extra else [])], rows))
+    return "\n".join(markdown_table([corner, *heads, *[h for h, _ in extras]], rows))
+
+
+def worst_case_columns(
+    names: list[str],
+    worst: list[Any],
+    opponent: list[int],
+    response: list[Any],
+) -> list[tuple[str, list[str]]]:
+    """The "worst case" (lowest P against one other entrant, and which) and "vs best
+    response" (the opponent that picks, per prompt, the entrant that beats the row most)
+    columns of a win-rate table; ``worst`` and ``response`` are Estimates or their dicts."""
+    worst_cells = [
+        f"{format_interval(w)} vs {escape_markdown(names[b])}"
+        for w, b in zip(worst, opponent, strict=True)
+    ]
+    return [
+        ("worst case", worst_cells),
+        ("vs best response", [format_interval(r) for r in response]),
+    ]
 
 
 def completion_tables(policies: list[tuple[str, list[dict[str, str]]]], limit: int) -> list[str]:
@@ -158,7 +179,12 @@ def _introduction(result) -> list[str]:
         f"{s['comparisons_per_prompt_and_pair']} comparisons of each prompt ({s['pairing']} "
         f"sample pairs), then over prompts, with its {_level(result)}% interval over prompts "
         f"({how}; the prompt is the unit of independence). *vs rest* is the row's mean over "
-        "all other columns.",
+        "all other columns; *worst case* its lowest cell (the entrant that beats it most; "
+        "against one fixed policy the best mixture of entrants is that one entrant), with a "
+        "bootstrap interval over prompts that re-picks the entrant; *vs best response* its "
+        "win rate against an opponent that plays, on each prompt, the entrant that beats it "
+        "most there (read from few comparisons per prompt, it leans low). Where head to head "
+        "reads ½, the worst case shows how exploitable a policy is.",
         "",
         "![win-rate heat map](heatmap.png)",
     ]
@@ -171,7 +197,10 @@ def _level(result) -> int:
 def _win_rates(result, name: str, rates) -> list[str]:
     """One judge's matrix and, where it was fitted, its length-controlled matrix."""
     names = result.names
-    rest = ("vs rest", [format_interval(e) for e in rates.versus_rest])
+    rest = [
+        ("vs rest", [format_interval(e) for e in rates.versus_rest]),
+        *worst_case_columns(names, rates.worst_case, rates.worst_opponent, rates.best_response),
+    ]
     lines = [
         "",
         f"## Win rates — judge `{name}`",
@@ -200,13 +229,14 @@ def _win_rates(result, name: str, rates) -> list[str]:
 def _policies(result) -> list[str]:
     score_judges = [v.name for v in result.verdicts if v.scores is not None]
     heads = ["policy", "kind", *[f"score `{j}`" for j in score_judges]]
-    heads += ["KL to reference", "length (tokens)", "characters"]
+    heads += ["KL to reference", "sampled KL", "length (tokens)", "characters"]
     rows = [
         [
             f"**{escape_markdown(p.name)}**",
             p.kind,
             *[format_interval(p.scores[j], 3) for j in score_judges],
             format_interval(p.kl),
+            format_interval(getattr(p, "kl_sampled", None)),
             format_interval(p.length, 1),
             f"{p.characters:.1f}",
         ]
@@ -218,8 +248,10 @@ def _policies(result) -> list[str]:
         "## Policies",
         "",
         f"Means over all completions with {_level(result)}% intervals over prompts. KL: "
-        "Σ log π − log μ of the policy's own completions (a sample estimate of "
-        "KL(π‖μ)). Length: completion tokens, EOS included.",
+        "KL(π‖μ) of the policy's own completions, exact over the vocabulary at every "
+        "position and summed along the completion; sampled KL: Σ log π − log μ of the same "
+        "completions' tokens (the same quantity in expectation, noisier). Length: "
+        "completion tokens, EOS included.",
         "",
         *markdown_table(heads, rows, "ll" + "r" * (len(heads) - 2)),
         "",

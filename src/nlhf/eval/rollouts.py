@@ -13,9 +13,12 @@ as named peft adapters (one base model in memory however many adapters share it)
 reference is the adapter-disabled view.  Adapters on another base load that base once per
 group; full models load one at a time and are freed after sampling.
 
-KL to the reference: Σ_t log π(y_t) − log μ(y_t) of each completion, from the log-probs
-the sampler records (a single-sample estimate of KL(π‖μ) at temperature 1); 0 for the
-reference itself; None when no reference is known or its vocabulary differs.
+KL to the reference, of each completion: exact, Σ over its positions of KL(π(·|x, y_<t) ‖
+μ(·|x, y_<t)) over the whole vocabulary (:func:`nlhf.models.logprobs.completion_kl`, one more
+no-gradient forward of the policy and of the reference; Tang et al. 2024, App. D), and the
+sampled Σ_t log π(y_t) − log μ(y_t) from the log-probs the sampler records (same
+expectation at temperature 1, noisier); 0 for the reference itself; None when no reference
+is known or its vocabulary differs.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from tqdm.auto import tqdm
 from nlhf.config import Checked, option
 from nlhf.eval.entrants import Entrant, same_model, same_vocabulary
 from nlhf.models.lm import AdapterDisabled, hf_model, load_causal_lm, load_tokenizer
+from nlhf.models.logprobs import completion_kl
 from nlhf.models.sampling import row_generators, sample
 from nlhf.models.text import decode_completions, eos_token_ids, pad_token_id, tokenize_prompts
 
@@ -66,7 +70,9 @@ class Completions:
     lengths: np.ndarray
     """(prompts, samples) completion tokens, EOS included."""
     kl: np.ndarray | None
-    """(prompts, samples) Σ log π − log μ per completion; None when not measurable."""
+    """(prompts, samples) exact KL(π‖μ) per completion; None when not measurable."""
+    kl_sampled: np.ndarray | None = None
+    """(prompts, samples) Σ log π − log μ of the sampled tokens; None likewise."""
 
 
 def spec_salt(spec: str) -> int:
@@ -95,6 +101,7 @@ def sample_policy(
     texts = [[""] * S for _ in range(n)]
     lengths = np.zeros((n, S), dtype=np.int64)
     kl = np.zeros((n, S)) if measure_kl else None
+    kl_sampled = np.zeros((n, S)) if measure_kl else None
     device = next(iter(_parameters(model))).device
     eos = eos_token_ids(_hf(model), tokenizer)
     pad = pad_token_id(_hf(model), tokenizer)
@@ -115,17 +122,19 @@ def sample_policy(
             pad_token_id=pad,
         )
         decoded = decode_completions(tokenizer, out.tokens, out.mask)
-        row_kl = None
+        row_kl = row_sampled = None
         if reference is not None and kl is not None:
-            row_kl = (out.policy_logprobs - out.ref_logprobs).sum(-1).double().cpu().numpy()
+            row_sampled = (out.policy_logprobs - out.ref_logprobs).sum(-1).double().cpu().numpy()
+            exact = completion_kl(model, reference, ids, mask, out.tokens, out.mask)
+            row_kl = exact.double().cpu().numpy()
         for r, (i, j) in enumerate(chunk):
             texts[i][j] = decoded[r]
             lengths[i, j] = int(out.lengths[r])
             if row_kl is not None:
-                kl[i, j] = row_kl[r]
+                kl[i, j], kl_sampled[i, j] = row_kl[r], row_sampled[r]
         if advance is not None:
             advance(len(chunk))
-    return Completions(name, texts, lengths, kl)
+    return Completions(name, texts, lengths, kl, kl_sampled)
 
 
 def _hf(model: Any) -> Any:

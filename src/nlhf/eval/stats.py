@@ -99,6 +99,12 @@ class WinRates:
     n_prompts: int
     versus_rest: list[Estimate]
     """per policy: the per-prompt average of P(a ≻ b) over every b ≠ a, with its interval."""
+    worst_case: list[Estimate]
+    """per policy: min over b ≠ a of P(a ≻ b), with a bootstrap interval over prompts."""
+    worst_opponent: list[int]
+    """per policy: the b that attains its worst case."""
+    best_response: list[Estimate]
+    """per policy: P(a ≻ the best response that picks an entrant b ≠ a per prompt)."""
 
     def as_dict(self) -> dict:
         return {
@@ -107,6 +113,9 @@ class WinRates:
             "high": _matrix(self.high),
             "n_prompts": self.n_prompts,
             "versus_rest": [e.as_dict() for e in self.versus_rest],
+            "worst_case": [e.as_dict() for e in self.worst_case],
+            "worst_opponent": list(self.worst_opponent),
+            "best_response": [e.as_dict() for e in self.best_response],
         }
 
 
@@ -159,7 +168,42 @@ def win_rate_matrix(
         )
         for a in range(k)
     ]
-    return WinRates(mean, low, high, n, rest)
+    worst, opponent = worst_case(prompt_rates, level, seed=seed)
+    response = [
+        mean_interval(np.delete(prompt_rates[a], a, axis=0).min(axis=0), level, method, (0, 1))
+        for a in range(k)
+    ]
+    return WinRates(mean, low, high, n, rest, worst, opponent, response)
+
+
+def worst_case(
+    prompt_rates: np.ndarray, level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[list[Estimate], list[int]]:
+    """Each policy's lowest win rate against another entrant, and which entrant.
+
+    ``prompt_rates`` is (k, k, prompts) of per-prompt P(a ≻ b).  The estimate is
+    min_{b≠a} of the means over prompts; its interval is a seeded percentile bootstrap over
+    prompts of that minimum (the opponent re-chosen in every resample, so the interval
+    carries the selection).  Against one fixed policy the best mixed response over the
+    entrants is a pure one, so this is also its win rate against the restricted game's best
+    response.
+    """
+    k, _, n = prompt_rates.shape
+    means = prompt_rates.mean(axis=2)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, n, size=(resamples, n))
+    out, opponents = [], []
+    for a in range(k):
+        others = np.delete(prompt_rates[a], a, axis=0)  # (k − 1, prompts)
+        row = np.delete(means[a], a)
+        b = int(np.argmin(row))
+        low = high = float("nan")
+        if n >= 2:
+            boot = others[:, picks].mean(axis=2).min(axis=0)
+            low, high = (float(q) for q in np.quantile(boot, [0.5 - level / 2, 0.5 + level / 2]))
+        out.append(Estimate(float(row[b]), low, high, n))
+        opponents.append(b + (b >= a))
+    return out, opponents
 
 
 def winners(prefs: np.ndarray, tol: float = 1e-6) -> np.ndarray:

@@ -66,12 +66,15 @@ class PolicyStats:
     spec: str
     kind: str
     kl: Estimate | None
+    """exact KL(π‖μ) of its completions (see :mod:`nlhf.eval.rollouts`)."""
     length: Estimate
     """completion tokens (EOS included)."""
     characters: float
     scores: dict[str, Estimate]
     """per score judge: the mean score of the completions."""
     samples: list[dict[str, str]]
+    kl_sampled: Estimate | None = None
+    """Σ log π − log μ of the sampled tokens: the same KL, estimated from the samples."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +82,7 @@ class PolicyStats:
             "spec": self.spec,
             "kind": self.kind,
             "kl": None if self.kl is None else self.kl.as_dict(),
+            "kl_sampled": None if self.kl_sampled is None else self.kl_sampled.as_dict(),
             "length": self.length.as_dict(),
             "characters": self.characters,
             "scores": {k: v.as_dict() for k, v in self.scores.items()},
@@ -157,6 +161,8 @@ def policy_stats(
     show_samples: int,
 ) -> PolicyStats:
     kl = None if completions.kl is None else mean_interval(completions.kl, level, method)
+    sampled = completions.kl_sampled
+    kl_sampled = None if sampled is None else mean_interval(sampled, level, method)
     return PolicyStats(
         name=entrant.name,
         spec=entrant.spec,
@@ -173,6 +179,7 @@ def policy_stats(
             {"prompt": prompts[i], "completion": completions.texts[i][0]}
             for i in range(min(show_samples, len(prompts)))
         ],
+        kl_sampled=kl_sampled,
     )
 
 
