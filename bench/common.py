@@ -2,7 +2,13 @@
 
 Each benchmark calls :func:`record` with its name, a JSON-able result and a markdown table;
 the JSON goes to ``bench/results/<name>.json`` and the table replaces the block between
-``<!-- bench:<name> -->`` and ``<!-- /bench:<name> -->`` in docs/benchmarks.md.
+``<!-- bench:<name> -->`` and ``<!-- /bench:<name> -->`` in docs/benchmarks.md.  With
+``NLHF_BENCH_RESULTS`` set (bench/gpu.sh), the JSON and the table go to that folder instead
+and the docs are left alone.
+
+:func:`weight_stream_floor` measures the machine's limit for decoding a given model: one
+16-row matrix product per weight matrix, i.e. every weight byte read once, as a decode
+forward must; at few rows the time is set by memory bandwidth, not arithmetic.
 """
 
 from __future__ import annotations
@@ -38,8 +44,56 @@ def machine() -> dict:
     }
 
 
-def record(name: str, result: dict, table: str) -> None:
+def weight_stream_floor(model, rows: int = 16, repeats: int = 5) -> dict:
+    """Seconds for one pass of ``rows``-row products over every distinct weight matrix of
+    ``model`` (the floor of one decode forward), the bytes read and their rate in GB/s;
+    the median of ``repeats`` passes after one warm-up."""
+    import statistics
+
+    import torch
+
+    seen, weights = set(), []
+    for param in model.parameters():
+        if param.ndim == 2 and param.is_floating_point() and param.data_ptr() not in seen:
+            seen.add(param.data_ptr())
+            weights.append(param.detach())
+    inputs = {}
+    for w in weights:
+        inputs.setdefault((w.shape[1], w.dtype, w.device), torch.randn(rows, w.shape[1]).to(w))
+
+    def one_pass() -> float:
+        if weights[0].is_cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for w in weights:
+            torch.nn.functional.linear(inputs[(w.shape[1], w.dtype, w.device)], w)
+        if weights[0].is_cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    with torch.no_grad():
+        one_pass()
+        seconds = statistics.median(one_pass() for _ in range(repeats))
+    nbytes = sum(w.nbytes for w in weights)
+    return {
+        "rows": rows,
+        "weight_bytes": nbytes,
+        "seconds_per_pass": seconds,
+        "gb_per_s": nbytes / seconds / 1e9,
+    }
+
+
+def record(name: str, result: dict, table: str, write: bool = True) -> None:
+    """Print ``table``; with ``write``, save the result and the table (module doc)."""
+    print(table)
+    if not write:
+        return
     result = {"benchmark": name, "machine": machine(), **result}
+    folder = os.environ.get("NLHF_BENCH_RESULTS")
+    if folder:
+        atomic_write_json(Path(folder) / f"{name}.json", result)
+        atomic_write_text(Path(folder) / f"{name}.md", table + "\n")
+        return
     atomic_write_json(ROOT / "bench" / "results" / f"{name}.json", result)
     readme = ROOT / "docs" / "benchmarks.md"
     begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
@@ -48,4 +102,3 @@ def record(name: str, result: dict, table: str) -> None:
         pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
         text = pattern.sub(lambda _: f"{begin}\n{table}\n{end}", text)
         atomic_write_text(readme, text)
-    print(table)

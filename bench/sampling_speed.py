@@ -3,6 +3,8 @@
     .venv/bin/python bench/sampling_speed.py    # writes bench/results/sampling_speed.json
     .venv/bin/python bench/sampling_speed.py --repeats 3 --tokens 32
     .venv/bin/python bench/sampling_speed.py --threads 1   # ..._threads1.json
+    .venv/bin/python bench/sampling_speed.py --workload smollm2   # ..._smollm2.json
+    .venv/bin/python bench/sampling_speed.py --workload smollm2 --repeats 1 --tokens 4  # smoke
 
 Workload (the peer baseline in ``shared/bench/trl``, :data:`common.PEER`): GPT-2 with 4
 layers, 4 heads, 256 dims,
@@ -32,8 +34,18 @@ Contenders, all producing y ~ π and y′ ~ π_β for every prompt:
   [y ; y′] rows, reference over the same rows), Gumbel-max sampling, no bookkeeping: the
   practical limit.  ``efficiency = minimal / ours``.
 
-Also timed: plain sampling (``sample`` vs ``model.generate``), and with a LoRA policy the fused
-policy + reference forward (peft ``adapter_names``) against two separate forwards.
+Also timed: plain sampling (``sample`` vs ``model.generate``), with a LoRA policy the fused
+policy + reference forward (peft ``adapter_names``) against two separate forwards, and
+``ours_transformers``: ``sample_pair(decoder="transformers")``, the general path, against the
+lean path ``ours`` takes for GPT-2 and Llama (lean / transformers: what the lean path buys).
+
+Against the machine: ``floor`` is :func:`common.weight_stream_floor` of the policy and of the
+reference (16-row products over every weight matrix, as one decode forward of the 16 rows of
+y and y′ reads them); ``fraction of floor`` = (decode forwards × floor) / measured time, 1.0
+being the bandwidth limit.  ``--workload smollm2``: SmolLM2-135M-Instruct (the embedded
+policy, float32) and a frozen reference copy, the first 8 peer prompts, 64 new tokens, EOS
+ignored so every row decodes every token; contenders ``ours``, ``ours_transformers`` and
+``ours_bf16_reference`` (the reference copy in bfloat16, ``PolicyConfig.reference_dtype``).
 """
 
 from __future__ import annotations
@@ -49,7 +61,7 @@ from pathlib import Path
 
 import torch
 
-from common import PEER, ROOT, record
+from common import PEER, ROOT, record, weight_stream_floor
 from nlhf.models import (
     AdapterDisabled,
     Policy,
@@ -292,6 +304,9 @@ def make_contenders(steps: int, model, ref, lora: Policy, tok, ids, mask) -> dic
         "ours": lambda: sample_pair(
             model, ids, mask, steps, reference=ref, beta=BETA, generator=gen
         ),
+        "ours_transformers": lambda: sample_pair(
+            model, ids, mask, steps, reference=ref, beta=BETA, generator=gen, decoder="transformers"
+        ),
         "minimal": lambda: minimal_pair(model, ref, ids, mask, steps, gen),
         "peer": lambda: peer(model, ref, tok, ids, mask, steps, mixture_cache=False),
         "peer_as_run": lambda: peer(model, ref, tok, ids, mask, steps, mixture_cache=True),
@@ -326,8 +341,19 @@ def main() -> None:
     parser.add_argument("--tokens", default="32,128", help="new-token counts to time")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (peer: 2)")
     parser.add_argument("--prompts", type=int, default=8, help="prompts per batch (peer: 8)")
+    parser.add_argument(
+        "--workload", choices=["tiny", "smollm2"], default="tiny", help="see the module doc"
+    )
+    parser.add_argument("--device", default="cpu", help="smollm2 workload: cpu or cuda")
+    parser.add_argument(
+        "--smoke", action="store_true", help="one round of 4 tokens, printed, nothing recorded"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.repeats, args.tokens = 1, "4"
     torch.set_num_threads(args.threads)
+    if args.workload == "smollm2":
+        return smollm2(args)
     import transformers
 
     transformers.logging.set_verbosity_error()
@@ -346,6 +372,7 @@ def main() -> None:
 
     results: dict[str, dict] = {}
     busy0, own0, start = cpu_busy(), own_cpu(), time.perf_counter()
+    floor = weight_stream_floor(model, rows=2 * ids.shape[0])
     for steps in [int(t) for t in args.tokens.split(",")]:
         contenders = make_contenders(steps, model, ref, lora, tok, ids, mask)
         times, errors = run_rounds(contenders, args.repeats)
@@ -364,6 +391,8 @@ def main() -> None:
             "efficiency_minimal_over_ours": ratio("minimal", "ours"),
             "sample_over_hf_generate": ratio("ours_sample", "hf_generate"),
             "lora_fused_over_separate": ratio("lora_fused", "lora_separate"),
+            "lean_over_transformers": ratio("ours", "ours_transformers"),
+            "ours_fraction_of_floor": floor_fraction(med.get("ours"), steps, [floor, floor]),
             "target_ours_over_peer": 0.4 if steps <= 32 else 0.2,
         }
     checks = {
@@ -389,11 +418,137 @@ def main() -> None:
         ),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "repeats": args.repeats,
+        "floor": floor,
         "results": results,
         "checks": checks,
     }
     name = "sampling_speed" if args.threads == 2 else f"sampling_speed_threads{args.threads}"
-    record(name, result, table(results, checks, result["cotenant_cpu_fraction"]))
+    record(
+        name, result, table(results, checks, result["cotenant_cpu_fraction"]), write=not args.smoke
+    )
+
+
+def floor_fraction(seconds: float | None, steps: int, floors: list[dict]) -> float | None:
+    """(decode forwards × their floor) / ``seconds``: ``steps`` − 1 decode steps of every
+    model in ``floors`` (the prefill and the first token's draw are not counted)."""
+    if seconds is None or steps < 2:
+        return None
+    return (steps - 1) * sum(f["seconds_per_pass"] for f in floors) / seconds
+
+
+def smollm2(args: argparse.Namespace) -> None:
+    """The SmolLM2 workload (module doc): ours on both paths against the bandwidth floor."""
+    import transformers
+
+    from nlhf.assets import policy_path
+    from nlhf.models import load_causal_lm
+
+    transformers.logging.set_verbosity_error()
+    model, tok = load_causal_lm(str(policy_path()))
+    policies = {
+        dtype: Policy(model, tok, PolicyConfig(reference_dtype=dtype)).to(args.device)
+        for dtype in ("float32", "bfloat16")
+    }
+    texts = json.loads((PEER / "prompts.json").read_text())[: args.prompts]
+    enc = tok(texts, return_tensors="pt", padding=True).to(args.device)
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    rows = 2 * ids.shape[0]
+    floors = {d: weight_stream_floor(p.reference, rows=rows) for d, p in policies.items()}
+    floors["policy"] = floors["float32"]
+    results = {}
+    busy0, own0, start = cpu_busy(), own_cpu(), time.perf_counter()
+    for steps in [int(t) for t in args.tokens.split(",")]:
+
+        def pair(dtype: str, decoder: str = "auto", steps: int = steps) -> Callable[[], object]:
+            policy = policies[dtype]
+            return lambda: sample_pair(
+                policy, ids, mask, steps, reference=policy.reference, beta=BETA,
+                generator=torch.Generator(device=args.device).manual_seed(0),
+                eos_token_id=[], decoder=decoder,
+            )  # fmt: skip
+
+        contenders = {
+            "ours": pair("float32"),
+            "ours_transformers": pair("float32", "transformers"),
+            "ours_bf16_reference": pair("bfloat16"),
+        }
+        times, errors = run_rounds(contenders, args.repeats)
+        med = {name: statistics.median(ts) for name, ts in times.items()}
+        f32 = [floors["policy"], floors["float32"]]
+        results[str(steps)] = {
+            "seconds": {n: {"median": med[n], "min": min(t), "all": t} for n, t in times.items()},
+            "errors": errors,
+            "lean_over_transformers": (
+                med["ours"] / med["ours_transformers"] if len(med) == len(contenders) else None
+            ),
+            "fraction_of_floor": {
+                "ours": floor_fraction(med.get("ours"), steps, f32),
+                "ours_transformers": floor_fraction(med.get("ours_transformers"), steps, f32),
+                "ours_bf16_reference": floor_fraction(
+                    med.get("ours_bf16_reference"), steps, [floors["policy"], floors["bfloat16"]]
+                ),
+            },
+        }
+    wall = time.perf_counter() - start
+    cotenant = ((cpu_busy() - busy0) - (own_cpu() - own0)) / (wall * (os.cpu_count() or 1))
+    result = {
+        "cotenant_cpu_fraction": round(max(0.0, cotenant), 3),
+        "workload": {
+            "model": "SmolLM2-135M-Instruct (float32) and a frozen reference copy",
+            "prompts": args.prompts,
+            "prompt_tokens": list(ids.shape),
+            "beta": BETA,
+            "threads": args.threads,
+            "device": args.device,
+            "eos": "ignored (every row decodes every token)",
+        },
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+        "repeats": args.repeats,
+        "floor": floors,
+        "results": results,
+    }
+    name = (
+        f"sampling_speed_smollm2_{args.device}"
+        if args.device != "cpu"
+        else "sampling_speed_smollm2"
+    )
+    table_ = smollm2_table(results, floors, result["cotenant_cpu_fraction"])
+    record(name, result, table_, write=not args.smoke)
+
+
+def smollm2_table(results: dict, floors: dict, cotenant: float) -> str:
+    def cell(r: dict, name: str) -> str:
+        if name not in r["seconds"]:
+            return "fails"
+        fraction = r["fraction_of_floor"][name]
+        share = "" if fraction is None else f" ({fraction:.2f} of floor)"
+        return f"{r['seconds'][name]['median']:.2f}{share}"
+
+    lines = [
+        "| new tokens | ours, lean path (s) | ours, transformers path (s) | lean / transformers "
+        "| ours, bf16 reference (s) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for steps, r in results.items():
+        ratio = r["lean_over_transformers"]
+        lines.append(
+            f"| {steps} | {cell(r, 'ours')} | {cell(r, 'ours_transformers')} | "
+            f"{'–' if ratio is None else f'{ratio:.2f}'} | {cell(r, 'ours_bf16_reference')} |"
+        )
+    policy = floors["policy"]
+    lines += [
+        "",
+        f"Floor: one 16-row pass over the policy's {policy['weight_bytes'] / 1e6:.0f} MB of "
+        f"weight matrices takes {policy['seconds_per_pass'] * 1e3:.1f} ms "
+        f"({policy['gb_per_s']:.1f} GB/s; the bf16 reference's "
+        f"{floors['bfloat16']['seconds_per_pass'] * 1e3:.1f} ms); fraction of floor = decode "
+        "forwards × floor / time. Medians of the timed rounds; CPU used by other processes "
+        f"during the run: {cotenant:.0%} of the machine.",
+    ]
+    for steps, r in results.items():
+        for name, error in r["errors"].items():
+            lines.append(f"{name} at {steps} tokens fails: {error[:160]}")
+    return "\n".join(lines)
 
 
 def table(results: dict, checks: dict, cotenant: float) -> str:
@@ -407,15 +562,17 @@ def table(results: dict, checks: dict, cotenant: float) -> str:
 
     lines = [
         "| new tokens | ours (s) | peer, no cache (s) | ours / peer | peer as run on tf 5.24 (s) "
-        "| minimal loop (s) | efficiency | sample / generate | LoRA fused / separate |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| minimal loop (s) | efficiency | sample / generate | LoRA fused / separate "
+        "| lean / transformers | fraction of floor |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for steps, r in results.items():
         lines.append(
             f"| {steps} | {sec(r, 'ours')} | {sec(r, 'peer')} | {num(r['ours_over_peer'], 3)} "
             f"(goal ≤ {r['target_ours_over_peer']}) | {sec(r, 'peer_as_run')} | "
             f"{sec(r, 'minimal')} | {num(r['efficiency_minimal_over_ours'])} | "
-            f"{num(r['sample_over_hf_generate'])} | {num(r['lora_fused_over_separate'])} |"
+            f"{num(r['sample_over_hf_generate'])} | {num(r['lora_fused_over_separate'])} | "
+            f"{num(r['lean_over_transformers'])} | {num(r['ours_fraction_of_floor'])} |"
         )
     lines.append("")
     lines.append(

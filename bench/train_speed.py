@@ -3,6 +3,8 @@
     .venv/bin/python bench/train_speed.py            # writes bench/results/train_speed.json
     .venv/bin/python bench/train_speed.py --runs nash_md:32,ppo:32
     .venv/bin/python bench/train_speed.py --one nash_md --tokens 32   # ours only, in-process
+    .venv/bin/python bench/train_speed.py --workload smollm2 --rounds 1   # the SmolLM2 workload
+    .venv/bin/python bench/train_speed.py --smoke     # both workloads, 1 round of 1+1 steps
 
 The peer is the TRL CPU baseline in ``shared/bench/trl`` (:data:`common.PEER`; ``bench.py``,
 its own venv and
@@ -25,6 +27,16 @@ online DPO the peer's ``vowel_fraction`` of the completion text as a
 :class:`~nlhf.models.judges.FunctionJudge`.  PPO: 4 epochs, 1 mini-batch (4 optimizer steps per
 rollout), fixed KL coefficient, as TRL's PPOTrainer; our value is a linear head on the
 policy's trunk, TRL's a second GPT-2 (the peer's design, kept as is).
+
+The SmolLM2 workload (``--workload smollm2``; ``both``, the default, runs it after the tiny
+one): SmolLM2-135M-Instruct (the embedded policy, float32, every weight trained, TRL's fp32
+reference copy against ours, whose ``reference_dtype`` is ``auto``) with its own tokenizer,
+the same 256 prompts, 8 prompts per step, 64 new tokens (Nash-MD-PG: y and y′; online DPO:
+2 completions; PPO: 1), AdamW lr 1e-5, 1 warm-up and 4 measured steps; judges as above but
+the reward (and PPO's value) model is a random 4-layer, 256-dim GPT2ForSequenceClassification
+over SmolLM2's vocabulary (seeds 1 and 2), made once by :func:`prepare_smollm2` in
+``$TRLBENCH_ROOT/smollm2``, a peer folder whose ``bench.py`` is the peer's own (with
+``--device cuda`` a copy that does not force the CPU) and whose ``tok`` is SmolLM2's.
 
 Our step time is the trainer's ``step_seconds`` (prompts → rollout → judge → loss → optimizer
 step); the peer's is the time between TRL's ``on_step_end`` callbacks.  ``cotenant_cpu_fraction``
@@ -50,8 +62,15 @@ from common import PEER, ROOT, record
 PEER_ROOT = Path(os.environ.get("TRLBENCH_ROOT", Path.home() / ".cache" / "trlbench"))
 PEER_PYTHON = PEER_ROOT / "venv" / "bin" / "python"
 MODELS = PEER_ROOT / "models"
-GOALS = {"nash_md:32": 0.4, "nash_md:128": 0.2, "online_dpo:32": 0.75, "ppo:32": 0.65}
-RSS_GOAL = 0.9
+GOALS = {
+    "tiny": {"nash_md:32": 0.5, "nash_md:128": 0.2, "online_dpo:32": 0.5, "ppo:32": 0.4},
+    "smollm2": {"nash_md:64": 0.5, "online_dpo:64": 0.5, "ppo:64": 0.5},
+}
+RSS_GOALS = {"tiny": 0.9, "smollm2": 0.8}
+WORKLOADS = {
+    "tiny": {"runs": "nash_md:32,nash_md:128,online_dpo:32,ppo:32", "warmup": 2, "steps": 10},
+    "smollm2": {"runs": "nash_md:64,ppo:64,online_dpo:64", "warmup": 1, "steps": 4},
+}
 BETA = 0.5  # the peer's mixture_coef
 
 
@@ -95,9 +114,12 @@ def run_ours(args: argparse.Namespace) -> dict:
 
     transformers.logging.set_verbosity_error()
     name, steps = args.one, args.warmup + args.steps
-    tok = PreTrainedTokenizerFast.from_pretrained(str(PEER / "tok"))
+    peer = Path(args.peer_dir)
+    tok = PreTrainedTokenizerFast.from_pretrained(str(peer / "tok"))
     tok.padding_side = "left"
-    prompts = json.loads((PEER / "prompts.json").read_text())
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    prompts = json.loads((peer / "prompts.json").read_text())
     model = AutoModelForCausalLM.from_pretrained(str(Path(args.models_dir) / "policy"))
     policy = Policy(model, tok, PolicyConfig(lora_r=0))
     if name == "online_dpo":
@@ -185,6 +207,72 @@ def run_ours(args: argparse.Namespace) -> dict:
 # --------------------------------------------------------------------------- the driver
 
 
+def prepare_smollm2(device: str) -> Path:
+    """The peer folder of the SmolLM2 workload (module doc), made once; its path."""
+    import torch
+    from transformers import GPT2Config, GPT2ForSequenceClassification, PreTrainedTokenizerFast
+
+    from nlhf.assets import policy_path
+
+    folder = PEER_ROOT / "smollm2"
+    smollm2 = policy_path()
+    (folder / "models").mkdir(parents=True, exist_ok=True)
+    for link, target in (
+        (folder / "tok", smollm2),
+        (folder / "models" / "policy", smollm2),
+        (folder / "prompts.json", PEER / "prompts.json"),
+    ):
+        if not link.exists():
+            link.symlink_to(target)
+    tok = PreTrainedTokenizerFast.from_pretrained(str(smollm2))
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    for name, seed in (("reward", 1), ("value", 2)):
+        if not (folder / "models" / name / "config.json").exists():
+            config = GPT2Config(
+                vocab_size=len(tok), n_layer=4, n_head=4, n_embd=256, n_positions=1024,
+                num_labels=1, pad_token_id=pad, eos_token_id=tok.eos_token_id,
+            )  # fmt: skip
+            torch.manual_seed(seed)
+            GPT2ForSequenceClassification(config).save_pretrained(folder / "models" / name)
+    peer_bench(folder, device)
+    return folder
+
+
+def peer_bench(folder: Path, device: str) -> Path:
+    """``folder``/bench.py: the peer's script, on CUDA a copy that does not force the CPU."""
+    script = (PEER / "bench.py").read_text()
+    if device != "cpu":
+        script = script.replace("use_cpu=True", "use_cpu=False")
+    target = folder / "bench.py"
+    if not target.exists() or target.read_text() != script:
+        target.write_text(script)
+    return target
+
+
+def workload_dirs(workload: str, device: str) -> tuple[Path, Path]:
+    """(peer folder, models folder) of a workload on a device."""
+    if workload == "smollm2":
+        folder = prepare_smollm2(device)
+        return folder, folder / "models"
+    if device == "cpu":
+        return PEER, MODELS
+    folder = PEER_ROOT / f"tiny-{device}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("tok", "prompts.json"):
+        if not (folder / name).exists():
+            (folder / name).symlink_to(PEER / name)
+    peer_bench(folder, device)
+    return folder, MODELS
+
+
+def child_env(device: str) -> dict:
+    """The environment of a run: no GPU visible when the workload is on the CPU."""
+    env = dict(os.environ)
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
 def flags(args: argparse.Namespace, **extra) -> list[str]:
     """The workload flags both benchmark scripts share, plus ``extra`` (as --key value)."""
     shared = {
@@ -202,9 +290,10 @@ def flags(args: argparse.Namespace, **extra) -> list[str]:
 
 def run_peer(args: argparse.Namespace, name: str, tokens: int) -> dict:
     """One peer run (its driver, one trainer, one repeat); its JSON line, or an error record."""
-    cmd = [str(PEER_PYTHON), "-W", "ignore", str(PEER / "bench.py"), "--trainers", name]
+    peer = Path(args.peer_dir)
+    cmd = [str(PEER_PYTHON), "-W", "ignore", str(peer / "bench.py"), "--trainers", name]
     cmd += flags(args, repeats=1, max_new_tokens=tokens, mixture_coef=BETA)
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=PEER)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=peer, env=child_env(args.device))
     for line in p.stdout.splitlines():
         if line.startswith("{"):
             return json.loads(line)
@@ -215,8 +304,8 @@ def run_peer(args: argparse.Namespace, name: str, tokens: int) -> dict:
 def run_child(args: argparse.Namespace, name: str, tokens: int) -> dict:
     """One of our runs in a fresh subprocess; its JSON line, or an error record."""
     cmd = [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--one", name]
-    cmd += flags(args, tokens=tokens, seed=args.seed)
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    cmd += flags(args, tokens=tokens, seed=args.seed, peer_dir=args.peer_dir)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=child_env(args.device))
     for line in p.stdout.splitlines():
         if line.startswith("BENCH "):
             return json.loads(line[6:])
@@ -238,7 +327,7 @@ def combine(runs: list[dict]) -> dict:
     }
 
 
-def compare(key: str, ours: dict, peer: dict) -> dict:
+def compare(key: str, ours: dict, peer: dict, workload: str = "tiny") -> dict:
     """The per-run summary: medians, RSS, their ratios and goals."""
 
     def ratio(field: str) -> float | None:
@@ -247,7 +336,7 @@ def compare(key: str, ours: dict, peer: dict) -> dict:
         return round(ours[field] / peer[field], 3)
 
     step_ratio, rss_ratio = ratio("sec_per_step_median"), ratio("peak_rss_mb")
-    goal = GOALS.get(key)
+    goal, rss_goal = GOALS[workload].get(key), RSS_GOALS[workload]
     return {
         "ours_step_s": ours.get("sec_per_step_median"),
         "peer_step_s": peer.get("sec_per_step_median"),
@@ -257,8 +346,8 @@ def compare(key: str, ours: dict, peer: dict) -> dict:
         "ours_peak_rss_mb": ours.get("peak_rss_mb"),
         "peer_peak_rss_mb": peer.get("peak_rss_mb"),
         "rss_ratio": rss_ratio,
-        "rss_goal": RSS_GOAL,
-        "rss_goal_met": None if rss_ratio is None else rss_ratio <= RSS_GOAL,
+        "rss_goal": rss_goal,
+        "rss_goal_met": None if rss_ratio is None else rss_ratio <= rss_goal,
         "ours_cotenant_cpu_frac": ours.get("cotenant_cpu_frac"),
         "peer_cotenant_cpu_frac": peer.get("cotenant_cpu_frac"),
         "peer_error": peer.get("error"),
@@ -266,35 +355,36 @@ def compare(key: str, ours: dict, peer: dict) -> dict:
     }
 
 
-def table(summary: dict, cotenant: float, rounds: int) -> str:
+def table(summary: dict, cotenant: float, rounds: int, device: str) -> str:
     def num(value, fmt: str) -> str:
         return "–" if value is None else format(value, fmt)
 
     lines = [
-        "| trainer | new tokens | ours (s/step) | TRL 1.12 (s/step) | ours / TRL (goal) "
-        "| ours peak RSS (MB) | TRL peak RSS (MB) | RSS ratio (goal ≤ 0.9) | other CPU load |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| workload | trainer | new tokens | ours (s/step) | TRL 1.12 (s/step) | ours / TRL (goal) "
+        "| ours peak RSS (MB) | TRL peak RSS (MB) | RSS ratio (goal) | other CPU load |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for key, s in summary.items():
-        name, tokens = key.split(":")
+        workload, run = key.split("/")
+        name, tokens = run.split(":")
         peer_s = "fails" if s["peer_error"] else num(s["peer_step_s"], ".3f")
         peer_rss = "fails" if s["peer_error"] else num(s["peer_peak_rss_mb"], ".0f")
         load = " / ".join(
             num(x, ".0%") for x in (s["ours_cotenant_cpu_frac"], s["peer_cotenant_cpu_frac"])
         )
         lines.append(
-            f"| {name} | {tokens} | {num(s['ours_step_s'], '.3f')} | {peer_s} | "
+            f"| {workload} | {name} | {tokens} | {num(s['ours_step_s'], '.3f')} | {peer_s} | "
             f"{num(s['step_ratio'], '.3f')} (≤ {s['step_goal']}) | "
-            f"{num(s['ours_peak_rss_mb'], '.0f')} | {peer_rss} | {num(s['rss_ratio'], '.3f')} | "
-            f"{load} |"
+            f"{num(s['ours_peak_rss_mb'], '.0f')} | {peer_rss} | {num(s['rss_ratio'], '.3f')} "
+            f"(≤ {s['rss_goal']}) | {load} |"
         )
     lines.append("")
     lines.append(
-        f"Each figure: the median over {rounds} runs (each the median of 10 measured steps "
-        "after 2 warm-up steps, in its own process; peer and ours alternate, taking turns to "
+        f"Each figure: the median over {rounds} runs (each the median of the measured steps "
+        "after the warm-up steps, in its own process; peer and ours alternate, taking turns to "
         "go first); other CPU load: the most CPU used by other processes during one of our "
         f"runs / the peer's, as a share of the machine ({cotenant:.0%} over the whole "
-        "benchmark)."
+        f"benchmark). Device: {device}."
     )
     for key, s in summary.items():
         if s["peer_error"]:
@@ -304,19 +394,46 @@ def table(summary: dict, cotenant: float, rounds: int) -> str:
     return "\n".join(lines)
 
 
+def compare_workload(args: argparse.Namespace, workload: str, raw: dict, summary: dict) -> None:
+    """Every run of ``workload``: peer and ours alternating for ``args.rounds`` rounds."""
+    spec = WORKLOADS[workload]
+    peer_dir, models_dir = workload_dirs(workload, args.device)
+    run_args = argparse.Namespace(**vars(args))
+    run_args.peer_dir, run_args.models_dir = str(peer_dir), str(models_dir)
+    for field in ("warmup", "steps"):
+        if getattr(args, field) is None:
+            setattr(run_args, field, spec[field])
+    for run_key in (args.runs or spec["runs"]).split(","):
+        name, tokens = run_key.split(":")
+        key = f"{workload}/{run_key}"
+        got: dict[str, list[dict]] = {"ours": [], "peer": []}
+        for round_ in range(args.rounds):
+            order = ["ours", "peer"] if args.ours_first == (round_ % 2 == 0) else ["peer", "ours"]
+            for side in order:
+                print(f"{key}: {side} (round {round_ + 1}) …", file=sys.stderr, flush=True)
+                run = run_peer if side == "peer" else run_child
+                got[side].append(run(run_args, name, int(tokens)))
+                print(f"  {json.dumps(got[side][-1])[:300]}", file=sys.stderr, flush=True)
+        raw[key] = got
+        summary[key] = compare(run_key, combine(got["ours"]), combine(got["peer"]), workload)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--runs",
-        default="nash_md:32,nash_md:128,online_dpo:32,ppo:32",
-        help="trainer:new_tokens pairs to compare, in order",
+        "--workload", choices=["tiny", "smollm2", "both"], default="both", help="module doc"
+    )
+    parser.add_argument(
+        "--runs", default=None, help="trainer:new_tokens pairs to compare (default: the workload's)"
     )
     parser.add_argument("--one", help="run one of ours in this process (nash_md, online_dpo, ppo)")
     parser.add_argument("--tokens", type=int, default=32, help="--one: new tokens")
-    parser.add_argument("--models-dir", default=str(MODELS), help="the peer's prepared models")
+    parser.add_argument("--models-dir", default=str(MODELS), help="--one: the prepared models")
+    parser.add_argument("--peer-dir", default=str(PEER), help="--one: tokenizer and prompts")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (both sides)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (peer: 2)")
-    parser.add_argument("--warmup", type=int, default=2, help="warm-up steps (peer: 2)")
-    parser.add_argument("--steps", type=int, default=10, help="measured steps (peer: 10)")
+    parser.add_argument("--warmup", type=int, default=None, help="warm-up steps (per workload)")
+    parser.add_argument("--steps", type=int, default=None, help="measured steps (per workload)")
     parser.add_argument("--batch-prompts", type=int, default=8, help="prompts per step (peer: 8)")
     parser.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate (peer: 1e-5)")
     parser.add_argument("--ppo-epochs", type=int, default=4, help="PPO epochs (peer: 4)")
@@ -329,26 +446,27 @@ def main() -> None:
         help="peer/ours runs per comparison, alternating which goes first; each side's figure "
         "is the median over its rounds",
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="1 round, 1 warm-up + 1 measured step, 4 new tokens; printed, nothing recorded",
+    )
     args = parser.parse_args()
     if args.one:
+        args.warmup = 2 if args.warmup is None else args.warmup
+        args.steps = 10 if args.steps is None else args.steps
         print("BENCH " + json.dumps(run_ours(args)), flush=True)
         return
+    if args.smoke:
+        args.rounds, args.warmup, args.steps = 1, 1, 1
+        args.runs = args.runs or "nash_md:4,online_dpo:4,ppo:4"
 
     busy0, own0, start = cpu_busy(), own_cpu(children=True), time.perf_counter()
     raw: dict[str, dict] = {}
     summary: dict[str, dict] = {}
-    for key in args.runs.split(","):
-        name, tokens = key.split(":")
-        got: dict[str, list[dict]] = {"ours": [], "peer": []}
-        for round_ in range(args.rounds):
-            order = ["ours", "peer"] if args.ours_first == (round_ % 2 == 0) else ["peer", "ours"]
-            for side in order:
-                print(f"{key}: {side} (round {round_ + 1}) …", file=sys.stderr, flush=True)
-                run = run_peer if side == "peer" else run_child
-                got[side].append(run(args, name, int(tokens)))
-                print(f"  {json.dumps(got[side][-1])[:300]}", file=sys.stderr, flush=True)
-        raw[key] = got
-        summary[key] = compare(key, combine(got["ours"]), combine(got["peer"]))
+    workloads = ["tiny", "smollm2"] if args.workload == "both" else [args.workload]
+    for workload in workloads:
+        compare_workload(args, workload, raw, summary)
     wall = time.perf_counter() - start
     busy = (cpu_busy() - busy0) - (own_cpu(children=True) - own0)
     cotenant = round(max(0.0, busy / (wall * (os.cpu_count() or 1))), 3)
@@ -358,25 +476,24 @@ def main() -> None:
     result = {
         "cotenant_cpu_fraction": cotenant,
         "workload": {
+            "workloads": {w: WORKLOADS[w] for w in workloads},
+            "device": args.device,
             "prompts_per_step": args.batch_prompts,
             "threads": args.threads,
-            "warmup_steps": args.warmup,
             "rounds": args.rounds,
-            "measured_steps": args.steps,
             "lr": args.lr,
             "ppo_epochs": args.ppo_epochs,
             "nash_md_beta": BETA,
             "dtype": "float32",
             "full_fine_tuning": True,
-            "models": str(args.models_dir),
-            "tokenizer": os.path.relpath(PEER / "tok", ROOT),
         },
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "wall_s": round(wall, 1),
         "summary": summary,
         "runs": raw,
     }
-    record("train_speed", result, table(summary, cotenant, args.rounds))
+    name = "train_speed" + ("" if args.device == "cpu" else f"_{args.device}")
+    record(name, result, table(summary, cotenant, args.rounds, args.device), write=not args.smoke)
 
 
 if __name__ == "__main__":

@@ -175,3 +175,37 @@ def test_an_unknown_decoder_is_refused():
     ids, mask = prompts()
     with pytest.raises(ValueError, match="decoder must be one of"):
         sample(model("gpt2"), ids, mask, 2, decoder="fast")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["gpt2", "llama-gqa"])
+def test_on_cuda_the_lean_path_samples_what_transformers_samples(kind):
+    policy, reference = model(kind, seed=0).cuda(), model(kind, seed=1).cuda()
+    ids, mask = prompts()
+    runs = {
+        decoder: sample_pair(
+            policy,
+            ids.cuda(),
+            mask.cuda(),
+            12,
+            reference=reference,
+            beta=0.4,
+            generator=torch.Generator(device="cuda").manual_seed(7),
+            decoder=decoder,
+        )
+        for decoder in ("lean", "transformers")
+    }
+    for lean, general in zip(runs["lean"], runs["transformers"], strict=True):
+        assert lean.tokens.is_cuda
+        assert_same(lean, general)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_an_automatic_reference_is_bfloat16_with_a_bounded_error():
+    policy = Policy(model("llama")).to("cuda")
+    assert {p.dtype for p in policy.reference.parameters()} == {torch.bfloat16}
+    ids, mask = prompts()
+    comp = torch.randint(2, VOCAB, (3, 8))
+    exact = policy.logprobs(ids.cuda(), mask.cuda(), comp.cuda()).detach()
+    error = (policy.reference_logprobs(ids.cuda(), mask.cuda(), comp.cuda()) - exact).abs()
+    assert error.max() <= 0.01
