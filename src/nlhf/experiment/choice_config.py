@@ -74,7 +74,10 @@ class ChoiceConfig(Presets):
         default=1000,
         quick=200,
     )
-    pairs: int | None = preset_option("labelled pairs per cell", default=1024, quick=128)
+    pairs: int | None = preset_option("labelled pairs per cell", default=2048, quick=128)
+    judge_epochs: int | None = preset_option(
+        "passes of each judge's trainer over its cell's pairs", default=2, quick=1
+    )
     steps: int | None = preset_option("training steps of every route", default=24, quick=3)
     batch_size: int | None = preset_option(
         "completions per training step (PPO's rollout, one pair per prompt for the Nash routes)",
@@ -88,7 +91,10 @@ class ChoiceConfig(Presets):
         "tokens per completion everywhere", default=4, quick=3
     )
     judge_max_length: int | None = preset_option(
-        "tokens per judged (prompt, completion)", default=96, quick=96
+        "tokens per judged (prompt, completion), the prompt cut from the left: its end and the "
+        "answer are what the judges need",
+        default=32,
+        quick=32,
     )
     progress: bool = option(True, "show progress bars")
 

@@ -134,9 +134,15 @@ def verdict(
 ) -> str:
     """ "matched", or "not matched, because …" with the measured cause."""
     predicted = cell["prediction"]["nash_vs_rlhf"]
-    if matched(est, predicted):
-        return "matched"
     n, r = pair
+    far = max(pair, key=lambda x: distance[x])
+    if matched(est, predicted):
+        if distance[far] > OFF_TARGET:
+            return (
+                f"matched, but {far} ended {distance[far]:.2f} in total variation from its "
+                "target: the match is no evidence for the prediction"
+            )
+        return "matched"
     if not n.endswith("exact"):
         judged = head_to_head(np.array(cell["P"]), targets[n], targets[r])
         if abs(judged - predicted) > TOLERANCE:
@@ -144,7 +150,6 @@ def verdict(
                 f"not matched, because of judge error: the targets of the learned judges give "
                 f"{judged:.3f} where the exact population gives {predicted:.3f}"
             )
-    far = max(pair, key=lambda x: distance[x])
     if distance[far] > OFF_TARGET:
         return (
             f"not matched, because of the optimizer or the budget ({steps} steps; one run does "
@@ -183,6 +188,7 @@ def cells_section(
                 f"{p['prediction']['nash_vs_rlhf']:.3f}, measured "
                 f"{format_interval(entry['estimate'], 3)}: **{text}**"
             )
+        verdicts.append(worst_line(config, value, p["prediction"], comparison["worst"]))
     table = [
         "Prediction beside measurement, cell by cell. *Predicted*: π*_τᵀ P π_RL at the run's τ "
         "and each cell's paired β; *τ, β → 0*: the same at τ = β = 0.005. *Measured*: π̂_Nashᵀ "
@@ -192,6 +198,21 @@ def cells_section(
         *markdown_table(heads, rows, "rrrlrl"),
     ]
     return table, verdicts
+
+
+def worst_line(
+    config: ChoiceConfig, value: float, prediction: dict[str, Any], measured: dict[str, Any]
+) -> str:
+    """One cell's worst-case win rates, measured beside predicted, matched or not."""
+    parts = []
+    for name, est in measured.items():
+        predicted = prediction["worst_case_rlhf" if name in RLHF_ROUTES else "worst_case_nash"]
+        said = "matched" if matched(est, predicted) else "not matched"
+        parts.append(f"{name} {format_interval(est, 3)} ({predicted:.3f}, {said})")
+    return (
+        f"- {symbol(config)} = {value:g}, worst-case win rates, measured (predicted): "
+        + "; ".join(parts)
+    )
 
 
 def policies_section(
