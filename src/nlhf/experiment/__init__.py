@@ -16,5 +16,9 @@
 Modules: ``config`` (options, presets, the run folder), ``analysis`` (numpy: cycles,
 restricted games, accuracies), ``exact_population`` (the population, its exact P and the
 controls' judges), ``plan`` (the trainer configs), ``stages``, ``tuning``, ``report`` and
-``run`` (the command), on :mod:`nlhf.resumable` and :mod:`nlhf.reporting`.
+``run`` (the command), on :mod:`nlhf.resumable` and :mod:`nlhf.reporting`; ``theory`` says
+why its null is what theory predicts.  ``nlhf experiment decoy`` and ``cycle`` (the decisive
+experiment, a forced choice whose Borda and Condorcet winners part): ``choice``,
+``choice_config``, ``choice_plan``, ``choice_stages``, ``choice_measure``, ``choice_report``,
+``decoy`` and ``cycle``.
 """
