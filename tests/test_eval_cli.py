@@ -29,6 +29,16 @@ def test_config_from_flags_and_validation():
         parse(["--policies", "a,b", "pairing=some"])
 
 
+
+def test_frontier_flags_take_runs_targets_and_best_of_n():
+    config = parse(["--frontier", "--policies", "ppo=runs/p", "--targets", "1,2", "--bon", "1,4"])
+    assert config.frontier and config.policies == ["ppo=runs/p"]
+    assert config.targets == [1.0, 2.0] and config.bon == [1, 4]
+    with pytest.raises(ConfigError, match="targets must be > 0"):
+        parse(["--frontier", "--policies", "a=x", "--targets", "0,1"])
+    with pytest.raises(ConfigError, match="at least one run"):
+        parse(["--frontier"])
+
 def test_prompt_options_are_the_shared_ones():
     from nlhf.data.prompts import PromptFields
 

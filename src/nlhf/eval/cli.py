@@ -5,21 +5,26 @@
         num_prompts=128 samples_per_prompt=4 --out runs/tournament
 
 Writes ``tournament.json``, ``tournament.md`` and ``heatmap.png`` into ``--out`` and prints
-the win-rate table of the first judge.
+the win-rate table of the first judge.  With ``--frontier`` the policies are training runs
+(``METHOD=RUN``; a method named twice has a run per seed) and every kept checkpoint becomes a
+(KL, win rate) point (:mod:`nlhf.eval.frontier`: frontier.json, frontier.md, frontier.png).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Literal
 
 from nlhf.config import ConfigError, option
 from nlhf.data.prompts import PromptFields, load_prompt_texts
-from nlhf.eval.entrants import parse_entrants
+from nlhf.eval.entrants import default_name, parse_entrants
+from nlhf.eval.frontier import parse_runs, run_frontier, verdicts
 from nlhf.eval.report import matrix_table
 from nlhf.eval.rollouts import Sampling
 from nlhf.eval.tournament import run_tournament
 from nlhf.files import check_folder_option
+from nlhf.models.judges import load_judge
 from nlhf.models.judges.load import JUDGE_HELP, JudgeFields
 from nlhf.models.lm import load_tokenizer
 
@@ -56,9 +61,30 @@ class Config(Sampling, PromptFields, JudgeFields):
         "runs/tournament", "output folder: tournament.json, tournament.md, heatmap.png"
     )
     progress: bool = option(True, "show progress bars")
+    frontier: bool = option(
+        False,
+        "policies are training --out folders (METHOD=RUN, a method once per seed): every kept "
+        "checkpoint becomes a (KL, win rate against the reference) point; methods compared "
+        "at matched KL under the first judge",
+    )
+    targets: list[float] = option(
+        [0.5, 1.0, 2.0, 4.0, 8.0], "--frontier: the KLs (nats) of the head-to-head games"
+    )
+    bon: list[int] = option(
+        [1, 2, 4, 8, 16], "--frontier: best-of-n of the reference drawn as a reference curve"
+    )
+    resamples: int = option(1000, "--frontier: bootstrap resamples of the bands and verdicts")
 
     def check(self) -> None:
-        if len(self.policies) < 2:
+        if self.frontier:
+            if not self.policies:
+                raise ValueError("policies: give at least one run (METHOD=RUN) with --frontier")
+            if any(t <= 0 for t in self.targets):
+                raise ValueError(f"targets must be > 0 nats, got {self.targets}")
+            if any(n < 1 for n in self.bon):
+                raise ValueError(f"bon: every n must be ≥ 1, got {self.bon}")
+            self.at_least(10, "resamples")
+        elif len(self.policies) < 2:
             raise ValueError(f"policies: give at least 2, got {self.policies}")
         if not self.judges:
             raise ValueError("judges: give at least one")
@@ -88,7 +114,36 @@ def prompt_texts(config: Config) -> list[str]:
     return texts[: config.num_prompts]
 
 
+def run_frontier_command(config: Config) -> int:
+    """``nlhf eval --frontier``: the frontier of every run's checkpoints, its verdicts."""
+    tokenizer = None
+    if config.chat_template:
+        tokenizer = load_tokenizer(
+            config.reference or str(Path(parse_runs(config.policies)[0][2]) / "policy")
+        )
+    texts = load_prompt_texts(config, config.seed, tokenizer)[: config.num_prompts]
+    result = run_frontier(
+        config.policies,
+        texts,
+        load_judge(config.judges[0], config.judge_options()),
+        default_name(config.judges[0]),
+        reference=config.reference,
+        sampling=sampling_of(config),
+        targets=config.targets,
+        bon=config.bon,
+        level=config.level,
+        resamples=config.resamples,
+        progress=config.progress,
+        out=config.out,
+    )
+    print("\n".join(verdicts(result)))
+    print(f"report: {config.out}/frontier.md (and frontier.json, frontier.png)")
+    return 0
+
+
 def run(config: Config) -> int:
+    if config.frontier:
+        return run_frontier_command(config)
     result = run_tournament(
         config.policies,
         prompt_texts(config),

@@ -68,6 +68,9 @@ class TrainFields(Checked):
     seed: int = option(0, "seed for data order, sampling and initialization")
     out: str = option("runs/train", "output folder: metrics.jsonl, checkpoints/, the model")
     checkpoint_every: int = option(25, "save a resumable checkpoint every this many steps")
+    keep_checkpoints: int = option(
+        2, "checkpoints kept, the newest (more: points along the run for nlhf eval --frontier)"
+    )
     resume: bool = option(True, "continue from the latest checkpoint in --out if there is one")
     on_nonfinite: Literal["stop", "skip"] = option(
         "stop", "when a loss or metric is NaN/inf: stop with a message, or skip that update"
@@ -84,7 +87,7 @@ class TrainFields(Checked):
         check_folder_option("out", self.out)
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
-        self.at_least(1, "checkpoint_every")
+        self.at_least(1, "checkpoint_every", "keep_checkpoints")
         self.at_least(0, "warmup_steps")
 
 
@@ -230,7 +233,7 @@ class Trainer:
         self.elapsed = 0.0  # seconds of training steps so far, resumed runs included
         self._build_optimizer()
         self.out = Path(config.out)
-        self.checkpoints = Checkpointer(self.out / "checkpoints")
+        self.checkpoints = Checkpointer(self.out / "checkpoints", config.keep_checkpoints)
         self.steps_done = 0  # the step reached when run() returned
         self.last_gradient: list[torch.Tensor] | None = None  # optimism's prediction
 
