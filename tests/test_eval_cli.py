@@ -29,7 +29,6 @@ def test_config_from_flags_and_validation():
         parse(["--policies", "a,b", "pairing=some"])
 
 
-
 def test_frontier_flags_take_runs_targets_and_best_of_n():
     config = parse(["--frontier", "--policies", "ppo=runs/p", "--targets", "1,2", "--bon", "1,4"])
     assert config.frontier and config.policies == ["ppo=runs/p"]
@@ -38,6 +37,7 @@ def test_frontier_flags_take_runs_targets_and_best_of_n():
         parse(["--frontier", "--policies", "a=x", "--targets", "0,1"])
     with pytest.raises(ConfigError, match="at least one run"):
         parse(["--frontier"])
+
 
 def test_prompt_options_are_the_shared_ones():
     from nlhf.data.prompts import PromptFields
