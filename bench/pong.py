@@ -32,7 +32,7 @@ from common import ROOT, record
 
 RESULTS = ROOT / "bench" / "results"
 PONG = dict(n_envs=8, n_steps=128, lr=3e-4, clip=0.2)
-STEPS = {"ppo": 100_000, "rlhf": 9765, "nlhf": 8000}  # rlhf: 10M agent steps; nlhf: 6.4M
+STEPS = {"ppo": 100_000, "rlhf": 9765, "nlhf": 9765, "nash-md-pg": 8000}  # 10M; 6.4M
 
 
 def curve(folder: Path) -> dict:
@@ -62,19 +62,20 @@ def train(args: argparse.Namespace, out: Path):
     from nlhf.config import build_config
     from nlhf.control import ppo, routes
 
+    overrides = dict(item.partition("=")[::2] for item in args.trainer)
+    nash_md_pg = args.route == "nlhf" and overrides.get("update") == "nash-md-pg"
     fields = dict(PONG, env="ALE/Pong-v5", sticky=args.sticky, seed=args.seed, out=str(out))
-    steps = STEPS[args.route]  # the labelling schedule spreads the budget over these
+    steps = STEPS["nash-md-pg" if nash_md_pg else args.route]  # the label schedule's horizon
     fields.update(time_limit=args.minutes, steps=steps, progress=False, tensorboard=False)
-    for item in args.trainer:
-        key, _, value = item.partition("=")
-        fields[key] = value
-    if args.route == "ppo":
-        config = build_config(ppo.Config, fields)
-        return ppo.train(config)[0]
-    cls = routes.RLHFConfig if args.route == "rlhf" else routes.NLHFConfig
-    if args.route == "nlhf":
+    if nash_md_pg:
         for key in PONG:  # PPO's rollout shape; Nash-MD-PG keeps its own
             fields.pop(key)
+    elif args.route == "nlhf":  # the SPO update: PPO's machinery, with PPO's lr decay
+        fields["schedule"] = "linear"
+    fields.update(overrides)
+    if args.route == "ppo":
+        return ppo.train(build_config(ppo.Config, fields))[0]
+    cls = routes.RLHFConfig if args.route == "rlhf" else routes.NLHFConfig
     return routes.train(build_config(cls, fields))[0]
 
 
@@ -82,8 +83,8 @@ def run(args: argparse.Namespace) -> None:
     import numpy as np
     import torch
 
-    from nlhf.control.eval_cli import interval
     from nlhf.control.rollout import episode_returns
+    from nlhf.eval.stats import mean_interval
 
     torch.set_num_threads(1)
     name = f"pong-{args.route}-sticky{args.sticky:g}" + (f"-{args.tag}" if args.tag else "")
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> None:
         "wall_minutes": wall / 60,
         **curve(out),
         "games": {
-            **interval(games),
+            **mean_interval(np.asarray(games)).as_dict(),
             "returns": games,
             "at_or_above_0": int(np.sum(np.array(games) >= 0)),
         },

@@ -37,6 +37,7 @@ import torch
 from nlhf.config import ConfigError, option
 from nlhf.control.envs import segment_length
 from nlhf.control.policy import ActingPolicy
+from nlhf.control.ppo import PPOFields
 from nlhf.control.rollout import ControlRollout, Runner, check_env_fits
 from nlhf.control.segments import SegmentBatch
 from nlhf.control.trainer import ControlFields, ReturnWindow, build_trainer, finite
@@ -53,11 +54,22 @@ Prefer = Callable[[SegmentBatch, SegmentBatch], torch.Tensor]
 """prefer(a, b) → [B] P(σ_a ≻ σ_b) for B pairs of segments."""
 
 
+Update = Literal["spo", "nash-md-pg"]
+
+
 @dataclass
-class Config(ControlFields):
-    """Nash-MD-PG (Munos et al. 2023) on an acting policy, from saved game states."""
+class Config(PPOFields, ControlFields):
+    """Nash-MD (Munos et al. 2023) on an acting policy: the SPO update (a critic and GAE, the
+    fields shared with PPO) or Nash-MD-PG from saved game states (states, samples, baseline)."""
 
     out: str = option("runs/control-nash", "output folder: metrics.jsonl, checkpoints/, policy/")
+    update: Update = option(
+        "nash-md-pg",
+        "spo: π's segments score their win rate against the opponent's segments as a reward "
+        "at their end, −τ·log(π/μ) each step, PPO with a critic and GAE over the episode "
+        "(nlhf.control.spo; Swamy et al. 2024 with β = 0); nash-md-pg: paired continuations "
+        "from saved states, the paper's policy gradient, no critic",
+    )
     lr: float = option(
         1e-3, "Adam learning rate (chosen on CartPole; one step per pass, not PPO's 16)"
     )
@@ -82,9 +94,12 @@ class Config(ControlFields):
     baseline: Literal["leave_one_out", "half"] = option(
         "leave_one_out",
         "subtracted from P̄: leave_one_out = the mean P̄ of the state's other π continuations "
-        "(needs samples ≥ 2), half = ½ as in the paper",
+        "(nash-md-pg; needs samples ≥ 2) or of the rollout's other π segments (spo), half = ½ "
+        "as in the paper",
     )
-    epochs: int = option(4, "PPO-clipped passes over each step's segments (1: the plain PG step)")
+    epochs: int = option(
+        4, "PPO-clipped passes over each step's data (nash-md-pg: 1 is the plain PG step)"
+    )
     clip: float = option(0.2, "clip ε of the probability ratio in passes after the first")
 
     def check(self) -> None:
@@ -92,14 +107,21 @@ class Config(ControlFields):
         self.at_least(0, "length", "opponents")
         if not 0.0 <= self.beta <= 1.0:
             raise ConfigError(f"beta must be in [0, 1], got {self.beta}")
-        if self.samples + self.opponents < 2:
-            raise ConfigError("samples + opponents must be ≥ 2 (something to compare)")
         if self.beta > 0 and self.opponents < 1:
             raise ConfigError("opponents must be ≥ 1 when beta > 0")
-        if self.beta > 0 and self.baseline == "leave_one_out" and self.samples < 2:
-            raise ConfigError("baseline=leave_one_out needs samples ≥ 2 (or baseline=half)")
         if self.tau < 0 or self.clip <= 0:
             raise ConfigError(f"tau must be ≥ 0 and clip > 0, got {self.tau}, {self.clip}")
+        if self.update == "spo":
+            if self.n_steps < self.segment_length():
+                raise ConfigError(
+                    f"update=spo: n_steps ({self.n_steps}) must be ≥ the segment length "
+                    f"({self.segment_length()}), so that every copy ends a segment per rollout"
+                )
+            return
+        if self.samples + self.opponents < 2:
+            raise ConfigError("samples + opponents must be ≥ 2 (something to compare)")
+        if self.beta > 0 and self.baseline == "leave_one_out" and self.samples < 2:
+            raise ConfigError("baseline=leave_one_out needs samples ≥ 2 (or baseline=half)")
 
     def segment_length(self) -> int:
         return segment_length(self.env, self.length)
@@ -150,7 +172,7 @@ def segments_of(rollout: ControlRollout, copies: list[int]) -> Continuations:
     return Continuations(obs=obs, actions=actions, rewards=rewards, mask=mask)
 
 
-def _advantages(p: torch.Tensor, baseline: str) -> torch.Tensor:
+def advantages_of(p: torch.Tensor, baseline: str) -> torch.Tensor:
     """[G, K] mean preferences of K π continuations of G states → advantages."""
     if baseline == "half" or p.shape[1] < 2:
         return p - 0.5
@@ -252,7 +274,7 @@ class ControlNashMDPG(Algorithm):
         cols = [s * m + j for s in range(states) for _ in range(k) for j in range(m)]
         p = self._prefer(mine[torch.tensor(rows)], theirs[torch.tensor(cols)])
         mean_p = p.reshape(states, k, m).mean(-1)
-        return mean_p, _advantages(mean_p, self.config.baseline)
+        return mean_p, advantages_of(mean_p, self.config.baseline)
 
     @torch.no_grad()
     def weigh(self, rollout: ControlRollout) -> tuple[Segments, dict[str, float]]:

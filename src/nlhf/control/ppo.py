@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from nlhf.config import ConfigError, option
+from nlhf.config import Checked, ConfigError, option
 from nlhf.control.policy import ActingPolicy
 from nlhf.control.rollout import (
     ControlRollout,
@@ -48,19 +48,10 @@ ATARI = {"n_envs": 8, "clip": 0.1, "steps": 9765}
 
 
 @dataclass
-class Config(ControlFields):
-    """PPO on an acting policy (CleanRL ``ppo.py`` defaults, CartPole)."""
+class PPOFields(Checked):
+    """PPO's rollout shape and update (CleanRL ``ppo.py``'s names and defaults): the fields
+    every trainer with a critic and GAE shares (this PPO and the NLHF route's SPO update)."""
 
-    out: str = option("runs/control-ppo", "output folder: metrics.jsonl, checkpoints/, policy/")
-    lr: float = option(2.5e-4, "Adam learning rate (CleanRL learning_rate)")
-    schedule: Literal["constant", "linear", "cosine"] = option(
-        "linear", "learning-rate decay over the steps (CleanRL anneal_lr: linear to 0)"
-    )
-    grad_clip: float = option(0.5, "clip the gradient norm (CleanRL max_grad_norm)")
-    checkpoint_every: int = option(50, "save a resumable checkpoint every this many steps")
-    steps: int = option(
-        1000, "rollouts (CleanRL total_timesteps 500k at 4 × 128 steps per rollout is 976)"
-    )
     n_envs: int = option(4, "copies of the game played together (CleanRL num_envs; Atari 8)")
     n_steps: int = option(128, "steps of every copy per rollout (CleanRL num_steps)")
     epochs: int = option(4, "passes over each rollout (CleanRL update_epochs)")
@@ -81,11 +72,6 @@ class Config(ControlFields):
     target_kl: float = option(
         0.0, "stop a step's passes once approx_kl exceeds this (0: never; CleanRL target_kl)"
     )
-    reward_norm: Literal["standard", "scale", "none"] = option(
-        "standard",
-        "a learned reward: standard = zero mean and unit variance (Christiano et al. 2017), "
-        "scale = unit variance only, none = as given (the game's reward is never normalized)",
-    )
 
     def check(self) -> None:
         self.at_least(1, "n_envs", "n_steps", "epochs", "mini_batches")
@@ -99,6 +85,27 @@ class Config(ControlFields):
             raise ConfigError(f"gamma and lam must be in [0, 1], got {self.gamma}, {self.lam}")
         if self.clip <= 0:
             raise ConfigError(f"clip must be > 0, got {self.clip}")
+
+
+@dataclass
+class Config(PPOFields, ControlFields):
+    """PPO on an acting policy (CleanRL ``ppo.py`` defaults, CartPole)."""
+
+    out: str = option("runs/control-ppo", "output folder: metrics.jsonl, checkpoints/, policy/")
+    lr: float = option(2.5e-4, "Adam learning rate (CleanRL learning_rate)")
+    schedule: Literal["constant", "linear", "cosine"] = option(
+        "linear", "learning-rate decay over the steps (CleanRL anneal_lr: linear to 0)"
+    )
+    grad_clip: float = option(0.5, "clip the gradient norm (CleanRL max_grad_norm)")
+    checkpoint_every: int = option(50, "save a resumable checkpoint every this many steps")
+    steps: int = option(
+        1000, "rollouts (CleanRL total_timesteps 500k at 4 × 128 steps per rollout is 976)"
+    )
+    reward_norm: Literal["standard", "scale", "none"] = option(
+        "standard",
+        "a learned reward: standard = zero mean and unit variance (Christiano et al. 2017), "
+        "scale = unit variance only, none = as given (the game's reward is never normalized)",
+    )
 
 
 class RunningMoments:
@@ -153,11 +160,20 @@ class ControlPPO(Algorithm):
     last_rollout: ControlRollout | None = None
     """The rollout of the last ``update`` (what a route labels segments of)."""
 
-    def __init__(self, trainer: Trainer, config: Config, reward_fn: RewardFn | None = None) -> None:
+    def __init__(
+        self,
+        trainer: Trainer,
+        config: Config,
+        reward_fn: RewardFn | None = None,
+        copies: int | None = None,
+    ) -> None:
+        """``copies``: the games the runner plays (default ``n_envs``; a subclass may play
+        more, e.g. the SPO update's opponent copies)."""
         super().__init__(trainer, config)
         self.policy: ActingPolicy = trainer.policy.model
+        n = config.n_envs if copies is None else copies
         self.runner = Runner(
-            config.env, config.n_envs, config.seed, sticky=config.sticky, features=config.features
+            config.env, n, config.seed, sticky=config.sticky, features=config.features
         )
         check_env_fits(self.policy, self.runner)
         self.reward_fn = reward_fn

@@ -3,6 +3,7 @@
     model = SegmentPreferenceModel(obs_dim=4, n_actions=2)
     report = fit(model, batch_a, batch_b, labels, FitConfig())   # the reward model's fit
     p = model.prob(batch_a, batch_b)                             # [B] P(a ≻ b)
+    p = model.prob_matrix(pool_a, pool_b)                        # [A, B] every pair
 
 The segment-side twin of ``nlhf.models.preference_model``: there a transformer encodes each
 response once; here a per-step MLP h_t = φ(o_t, a_t) encodes each step and a segment is read
@@ -49,6 +50,16 @@ class _Member(nn.Module):
         h = self.encoder(step_inputs(batch.obs, batch.actions, self.n_actions))
         return self.reward_head(h)[..., 0].sum(-1), h.mean(-2)
 
+    def logit_matrix(self, a: SegmentBatch, b: SegmentBatch) -> torch.Tensor:
+        """[A, B] log-odds of a_i ≻ b_j for every pair, each segment encoded once."""
+        r_a, e_a = self.embed(a)
+        r_b, e_b = self.embed(b)
+        n, m = len(a), len(b)
+        left = torch.cat([e_a[:, None].expand(n, m, -1), e_b[None].expand(n, m, -1)], -1)
+        right = torch.cat([e_b[None].expand(n, m, -1), e_a[:, None].expand(n, m, -1)], -1)
+        g = self.pair_head(torch.stack([left, right]))[..., 0]
+        return (r_a[:, None] - r_b[None]) + (g[0] - g[1])
+
     def logit(self, a: SegmentBatch, b: SegmentBatch) -> torch.Tensor:
         n = len(a)
         r, e = self.embed(
@@ -76,4 +87,10 @@ class SegmentPreferenceModel(nn.Module):
     def prob(self, a: SegmentBatch, b: SegmentBatch) -> torch.Tensor:
         """[B] P(a ≻ b), the mean over members."""
         logits = [self.member_logit(m, a, b) for m in range(len(self.members))]
+        return torch.sigmoid(torch.stack(logits)).mean(0)
+
+    def prob_matrix(self, a: SegmentBatch, b: SegmentBatch) -> torch.Tensor:
+        """[A, B] P(a_i ≻ b_j) of every pair (the mean over members), each segment encoded
+        once: what a segment's win rate against a pool of segments reads."""
+        logits = [member.logit_matrix(a, b) for member in self.members]
         return torch.sigmoid(torch.stack(logits)).mean(0)

@@ -57,17 +57,28 @@ class RLHFConfig(LabelFields, ppo.Config):
 @dataclass
 class NLHFConfig(LabelFields, nash.Config):
     """NLHF on an acting policy: an antisymmetric preference model from segment labels judges
-    Nash-MD-PG's paired continuations."""
+    the segments of the SPO update (or Nash-MD-PG's paired continuations)."""
 
     out: str = option("runs/control-nlhf", "output folder: metrics.jsonl, checkpoints/, policy/")
     update: nash.Update = option(
         "spo",
         "spo: π's segments score their win rate against the opponent's segments as a reward "
         "at their end, −τ·log(π/μ) each step, PPO with a critic and GAE over the episode "
-        "(Swamy et al. 2024 with β = 0); nash-md-pg: paired continuations from saved states, "
-        "the paper's policy gradient, no critic",
+        "(nlhf.control.spo; Swamy et al. 2024 with β = 0); nash-md-pg: paired continuations "
+        "from saved states, the paper's policy gradient, no critic (it was measured with "
+        "lr=1e-3, schedule=constant, beta=0.125)",
     )
-    steps: int = option(250, "core steps, one rollout or set of continuations each")
+    steps: int = option(300, "core steps, one rollout (or set of continuations) each")
+    lr: float = option(2.5e-4, "Adam learning rate (CleanRL's PPO learning_rate)")
+    schedule: Literal["constant", "linear", "cosine"] = option(
+        "linear", "learning-rate decay over the steps or the time limit (CleanRL anneal_lr)"
+    )
+    beta: float = option(
+        0.0,
+        "mixture weight of μ in the opponent π_β ∝ π^(1−β)·μ^β (0: self-play, every copy plays "
+        "π and scores its win rate against the others, SPO's setting; Nash-MD-PG's paper "
+        "used 0.125)",
+    )
 
 
 def new_judge(model_class: type, trainer: Trainer, config: Any) -> Any:
@@ -170,7 +181,7 @@ class NLHF(Route):
     def __init__(self, trainer: Trainer, config: NLHFConfig) -> None:
         judge = new_judge(SegmentPreferenceModel, trainer, config)
         if config.update == "spo":
-            algorithm: Any = spo.ControlSPO(trainer, config, prefer=judge.prob)
+            algorithm: Any = spo.ControlSPO(trainer, config, prefer=judge.prob_matrix)
             horizon = config.steps * algorithm.runner.n * config.n_steps
         else:
             check_restorable(config.env, config.sticky, config.features)  # continuations need it
