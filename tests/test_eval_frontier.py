@@ -16,6 +16,7 @@ from nlhf.eval.frontier import (
     envelope_at,
     nearest,
     pair_interval,
+    parse_runs,
     regions,
     run_frontier,
     upper_envelope,
@@ -196,3 +197,17 @@ def test_a_tiny_frontier_end_to_end(tmp_path):
     assert pair["row"] == "a" and pair["col"] == "b" and pair["low"] <= pair["mean"] <= pair["high"]
     assert f"at 5 nats (a {kl['a-r0-s2']:.2f}, b {kl['b-r0-s1']:.2f}): P(a ≻ b)" in report
     assert "at 0.5 nats: only a has a point" in report
+
+
+def test_runs_are_numbered_per_method_and_a_sweep_shares_one_run():
+    got = parse_runs(["ppo=a", "ppo=b", "nash#0=c", "nash#0=d", "nash#1=e", "runs/x"])
+    assert [(m, r) for m, r, _ in got] == [
+        ("ppo", 0),
+        ("ppo", 1),
+        ("nash", 0),
+        ("nash", 0),
+        ("nash", 1),
+        ("x", 0),
+    ]
+    with pytest.raises(ValueError, match="must be a number"):
+        parse_runs(["nash#x=c"])

@@ -275,15 +275,24 @@ class Frontier:
 
 
 def parse_runs(specs: Sequence[str]) -> list[tuple[str, int, Path]]:
-    """(method, run number within the method, folder) of each ``METHOD=FOLDER`` spec; a
-    folder without a name is its own method."""
+    """(method, run, folder) of each ``METHOD=FOLDER`` spec: a method named again is its
+    next run (a seed); ``METHOD#RUN=FOLDER`` puts several folders into one run (a sweep of
+    the method's strength, one seed), whose points share one envelope.  A folder without a
+    name is its own method."""
     out, counts = [], {}
     for spec in specs:
         method, sep, folder = spec.partition("=")
         if not sep:
             method, folder = Path(spec).name, spec
-        out.append((method, counts.get(method, 0), Path(folder)))
-        counts[method] = counts.get(method, 0) + 1
+        method, mark, run = method.partition("#")
+        if mark:
+            if not run.isdigit():
+                raise ValueError(f"{spec}: the run after # must be a number")
+            number = int(run)
+        else:
+            number = counts.get(method, 0)
+        counts[method] = max(counts.get(method, 0), number + 1)
+        out.append((method, number, Path(folder)))
     return out
 
 
@@ -308,9 +317,11 @@ def run_frontier(
     parsed = parse_runs(runs)
     work = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="nlhf-frontier-"))
     specs, where = ["reference"], []
+    folders: dict[tuple[str, int], int] = {}
     for method, r, folder in parsed:
+        k = folders[method, r] = folders.get((method, r), -1) + 1
         for step, state in run_points(folder):
-            name = f"{method}-r{r}-s{step}"
+            name = f"{method}-r{r}-s{step}" if k == 0 else f"{method}-r{r}-f{k}-s{step}"
             path = folder / "policy"
             if state is not None:
                 path = materialize(path, state, work / "points" / name, reference)
