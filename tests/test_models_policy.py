@@ -170,6 +170,9 @@ def test_a_bfloat16_reference_has_half_the_bytes_and_a_bounded_logprob_error(kin
     assert (ref.get_output_embeddings().weight is ref.get_input_embeddings().weight) == tied
     ref_bytes = sum(p.nbytes for p in ref.parameters())
     assert ref_bytes * 2 == sum(p.nbytes for p in model.parameters())
+    policy.to("cpu")  # moving keeps the parameters in bf16 and the buffers as they were
+    assert {p.dtype for p in ref.parameters()} == {torch.bfloat16}
+    assert all(b.dtype == torch.float32 for b in ref.buffers() if b.is_floating_point())
     torch.manual_seed(0)
     ids = torch.randint(2, 256, (4, 12))
     mask = torch.ones_like(ids)

@@ -312,7 +312,10 @@ class Policy:
         self.model.to(device)
         if self._frozen_reference is not None:
             dtype = reference_dtype(self.config.reference_dtype, self.model, device)
-            self._frozen_reference.to(device, dtype)
+            self._frozen_reference.to(device)
+            with torch.no_grad():  # parameters only: buffers (rotary frequencies) keep theirs
+                for param in self._frozen_reference.parameters():
+                    param.data = param.data.to(dtype)
         return self
 
     def trainable_parameters(self) -> list[nn.Parameter]:
