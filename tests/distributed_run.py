@@ -1,17 +1,20 @@
 """A few steps of online training on a tiny random-init GPT-2, for the multi-process test.
 
     python tests/distributed_run.py OUT [ALGORITHM ...] [--grad-accum N] [--fsdp] [--lora-r R]
+        [--then OUT [ALGORITHM ...] [...]]
     accelerate launch --cpu --num_processes 2 --num_machines 1 --mixed_precision no \\
         --dynamo_backend no tests/distributed_run.py OUT nash-md ppo
 
 Each algorithm (nash-md, ppo, online-dpo, nash-ema, nash-mp) trains into ``OUT/<algorithm>``
 with the same global batch (``--fsdp``: the model sharded over the processes); the judge
-counts lowercase letters (a plain function, so every
-launched process builds its own).  tests/test_train_distributed.py compares the outputs of
-one and of two processes.
+counts lowercase letters (a plain function, so every launched process builds its own).
+``--then`` starts another job with its own folder and options, run after the previous one by
+the same processes (an interpreter start fewer).  tests/test_train_distributed.py compares
+the outputs of one and of two processes.
 """
 
 import argparse
+import sys
 
 from nlhf.models import Policy, PolicyConfig
 from nlhf.models.judges import FunctionJudge
@@ -50,16 +53,24 @@ def train(out: str, name: str, grad_accum: int, fsdp: bool = False, lora_r: int 
         trainer.run(algorithm(trainer, config), name)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    jobs: list[list[str]] = [[]]
+    for arg in argv:
+        if arg == "--then":
+            jobs.append([])
+        else:
+            jobs[-1].append(arg)
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("algorithms", nargs="*", default=["nash-md", "ppo"])
     parser.add_argument("--grad-accum", type=int, default=1)
     parser.add_argument("--fsdp", action="store_true")
     parser.add_argument("--lora-r", type=int, default=0)
-    args = parser.parse_args()
-    for name in args.algorithms:
-        train(args.out, name, args.grad_accum, args.fsdp, args.lora_r)
+    for job in jobs:
+        args = parser.parse_args(job)
+        for name in args.algorithms:
+            train(args.out, name, args.grad_accum, args.fsdp, args.lora_r)
 
 
 if __name__ == "__main__":

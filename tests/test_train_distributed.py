@@ -75,18 +75,30 @@ def children_tmpdir(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(children.tmpdir(tmp_path)))
 
 
+LORA = ("nash-md", "ppo", "--lora-r", "4", "--grad-accum", "2")
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     """p1: 1 process; p1-accum2: 1 process, grad_accum 2; p2: 2 processes; p2-fsdp: 2
-    processes, the model sharded."""
+    processes, the model sharded; lora-p1 and lora-fsdp: LoRA policies, grad_accum 2, 1
+    process and 2 sharded ones.  One launch of 2 processes and one of 1 (``--then``)."""
     root = tmp_path_factory.mktemp("distributed")
     script = str(HERE / "distributed_run.py")
     with pytest.MonkeyPatch.context() as env:  # set up before the per-test folder above
         env.setenv("TMPDIR", str(children.tmpdir(root)))
-        launch(script, str(root / "p2"), *SHARDED, processes=2)
-        launch(script, str(root / "p2-fsdp"), *SHARDED, "--fsdp", processes=2)
-        launch(script, str(root / "p1"), *ALGORITHMS, processes=1)
-        launch(script, str(root / "p1-accum2"), *SAME_CHUNKS, "--grad-accum", "2", processes=1)
+        launch(
+            script, str(root / "p2"), *SHARDED,
+            "--then", str(root / "p2-fsdp"), *SHARDED, "--fsdp",
+            "--then", str(root / "lora-fsdp"), *LORA, "--fsdp",
+            processes=2,
+        )  # fmt: skip
+        launch(
+            script, str(root / "p1"), *ALGORITHMS,
+            "--then", str(root / "p1-accum2"), *SAME_CHUNKS, "--grad-accum", "2",
+            "--then", str(root / "lora-p1"), *LORA,
+            processes=1,
+        )  # fmt: skip
     return root
 
 
@@ -159,22 +171,17 @@ def test_sharded_processes_reproduce_one(root, algorithm):
             torch.testing.assert_close(h2[key], h1[key], atol=1e-4, rtol=1e-3)
 
 
-@pytest.mark.slow  # about 25 s: two more launches
-def test_sharded_lora_runs_reproduce_one_process(tmp_path):
+def test_sharded_lora_runs_reproduce_one_process(root):
     """``fsdp=true`` with a LoRA policy (Nash-MD-PG's fused policy/reference decode through
     the sharded model, PPO's whole value head beside it, with grad_accum 2): the one-process
     losses, gradient norms and adapter weights."""
-    script = str(HERE / "distributed_run.py")
-    common = ("nash-md", "ppo", "--lora-r", "4", "--grad-accum", "2")
-    launch(script, str(tmp_path / "p1"), *common, processes=1)
-    launch(script, str(tmp_path / "fsdp"), *common, "--fsdp", processes=2)
     for algorithm in ("nash-md", "ppo"):
-        one, two = (metrics(tmp_path / n / algorithm) for n in ("p1", "fsdp"))
+        one, two = (metrics(root / n / algorithm) for n in ("lora-p1", "lora-fsdp"))
         assert len(one) == len(two) == 3
         for a, b in zip(one, two, strict=True):
             assert abs(a["loss"] - b["loss"]) <= 1e-5, (algorithm, a["step"])
             assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4, abs=1e-7)
-        w1, w2 = (policy_weights(tmp_path / n / algorithm) for n in ("p1", "fsdp"))
+        w1, w2 = (policy_weights(root / n / algorithm) for n in ("lora-p1", "lora-fsdp"))
         assert w1.keys() == w2.keys() and all("lora_" in k for k in w1)
         for key in w1:
             torch.testing.assert_close(w2[key], w1[key], atol=1e-4, rtol=1e-3)
@@ -282,12 +289,6 @@ from nlhf.models.tiny import tiny_byte_lm
 from nlhf.train import nash_md, online_dpo, ppo
 from nlhf.train.online import Trainer
 
-out, name = sys.argv[1], sys.argv[2]
-module, algorithm = {"online-dpo": (online_dpo, online_dpo.OnlineDPO),
-                     "nash-md": (nash_md, nash_md.NashMDPG), "ppo": (ppo, ppo.PPO)}[name]
-model, tok = tiny_byte_lm("gpt2")
-policy = Policy(model, tok, PolicyConfig(lora_r=0))
-
 
 class Judge(ScoreJudge):  # process 0's second judgement has a NaN, nobody else's
     calls = 0
@@ -300,24 +301,46 @@ class Judge(ScoreJudge):  # process 0's second judgement has a NaN, nobody else'
         return s
 
 
-judge = Judge()
-config = module.Config(out=out, steps=3, batch_size=4, max_new_tokens=4, lr=1e-2,
-                       progress=False, tensorboard=False, fsdp=True, on_nonfinite="skip")
-trainer = Trainer(config, policy=policy, judge=judge, prompts=["a", "bb", "ccc", "dddd"])
-trainer.run(algorithm(trainer, config), name)
+out = sys.argv[1]
+for name in sys.argv[2:]:  # one run after the other in the same processes
+    module, algorithm = {"online-dpo": (online_dpo, online_dpo.OnlineDPO),
+                         "nash-md": (nash_md, nash_md.NashMDPG), "ppo": (ppo, ppo.PPO)}[name]
+    model, tok = tiny_byte_lm("gpt2")
+    policy = Policy(model, tok, PolicyConfig(lora_r=0))
+    config = module.Config(out=f"{out}/{name}", steps=3, batch_size=4, max_new_tokens=4,
+                           lr=1e-2, progress=False, tensorboard=False, fsdp=True,
+                           on_nonfinite="skip")
+    judge = Judge()
+    trainer = Trainer(config, policy=policy, judge=judge, prompts=["a", "bb", "ccc", "dddd"])
+    trainer.run(algorithm(trainer, config), name)
+    if trainer.procs.index == 0:
+        print(f"{name}: done", flush=True)
 """
 
+NOT_FINITE = ["online-dpo", "nash-md", "ppo"]
 
-@pytest.mark.parametrize("algorithm", ["online-dpo", "nash-md", "ppo"])
-def test_sharded_run_skips_a_step_one_process_found_not_finite(tmp_path, algorithm):
+
+@pytest.fixture(scope="module")
+def not_finite(tmp_path_factory):
+    """The three runs of the test below, one after the other in one launch of 2 processes."""
+    folder = tmp_path_factory.mktemp("not-finite")
+    script = folder / "nan.py"
+    script.write_text(NAN_ON_ONE_PROCESS)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TMPDIR", str(children.tmpdir(folder)))
+        done = launch(str(script), str(folder / "run"), *NOT_FINITE, processes=2, timeout=300)
+    return folder / "run", done.stdout
+
+
+@pytest.mark.parametrize("algorithm", NOT_FINITE)
+def test_sharded_run_skips_a_step_one_process_found_not_finite(not_finite, algorithm):
     """``fsdp=true``, ``on_nonfinite=skip``: a NaN judgement on one process only skips that
     step on every process (agreed before any backward pass, so neither waits for the other
     in a sharded collective), and training goes on."""
-    script = tmp_path / "nan.py"
-    script.write_text(NAN_ON_ONE_PROCESS)
-    done = launch(str(script), str(tmp_path / "run"), algorithm, processes=2, timeout=180)
-    assert "update skipped" in done.stdout
-    rows = metrics(tmp_path / "run")
+    run, stdout = not_finite
+    printed, done, _ = stdout.partition(f"{algorithm}: done")
+    assert done and "update skipped" in printed.rsplit(": done", 1)[-1]  # in this run's part
+    rows = metrics(run / algorithm)
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert [r.get("skipped", 0.0) for r in rows] == [0.0, 1.0, 0.0]
 
