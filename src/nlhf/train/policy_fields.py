@@ -35,6 +35,11 @@ class PolicyFields(Checked):
         "float32); bfloat16 about halves a step on GPUs and on CPUs with bf16 units; auto: "
         "bfloat16 where the hardware has them",
     )
+    reference_dtype: Literal["auto", "float32", "bfloat16"] = option(
+        "auto",
+        "dtype of the frozen reference copy under full fine-tuning (lora_r=0); auto: bfloat16 "
+        "where the GPU or CPU multiplies it natively, else float32",
+    )
     lora_alpha: float = option(LORA_ALPHA, "LoRA alpha (the update is scaled by alpha / r)")
     lora_target_modules: list[str] = option(
         list(LORA_TARGET_MODULES),
@@ -62,6 +67,7 @@ def load_policy(config: PolicyFields):
             model=resolve_model(config.policy, "policy"),
             dtype=resolve_dtype(config.dtype),
             lora_r=config.lora_r,
+            reference_dtype=config.reference_dtype,
             lora_alpha=config.lora_alpha,
             lora_target_modules=list(config.lora_target_modules),
         )
