@@ -4,7 +4,8 @@ stage lists of :class:`nlhf.resumable.Run`:
 - :func:`write_prompts`: disjoint IMDB review openings, as many to each file as it asks;
 - :func:`judge_configs` and :func:`train_judges`: the reward model and the preference model
   on the same pairs, held-out split, encoder, dtype and seed, each trained once;
-- :func:`tournament`: :func:`nlhf.eval.run_tournament` against the run's reference policy.
+- :func:`tournament`: :func:`nlhf.eval.run_tournament` against the run's reference policy;
+- :func:`frontier`: :func:`nlhf.eval.frontier.run_frontier` of the run's trainers' checkpoints.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from nlhf.assets import resolve_model
 from nlhf.data.movie_reviews import review_prompts
 from nlhf.data.prompts import PromptFields
 from nlhf.eval import run_tournament
+from nlhf.eval.frontier import Frontier, run_frontier
 from nlhf.eval.rollouts import Sampling
+from nlhf.models.judges import load_judge
 from nlhf.resumable import RunFolder
 from nlhf.train import preference_model, reward_model
 
@@ -90,6 +93,39 @@ def tournament(
         reference=resolve_model(config.policy, "policy"),
         sampling=sampling,
         show_samples=show_samples,
+        progress=config.progress,
+        out=out,
+    )
+
+
+def frontier(
+    config: Any,
+    runs: list[str],
+    prompts: list[str],
+    judge: str,
+    samples_per_prompt: int,
+    targets: list[float],
+    best_of_n: list[int],
+    out: Path,
+) -> Frontier:
+    """:func:`nlhf.eval.frontier.run_frontier` of ``runs`` (``FAMILY#SEED=FOLDER``) on
+    ``prompts`` under the judge ``judge`` (a spec), against the run's reference policy and
+    with its tokens per completion, seed and dtype."""
+    sampling = Sampling(
+        samples_per_prompt=samples_per_prompt,
+        max_new_tokens=config.max_new_tokens,
+        seed=config.seed,
+        dtype=config.dtype,
+    )
+    return run_frontier(
+        runs,
+        prompts,
+        load_judge(judge),
+        judge,
+        reference=resolve_model(config.policy, "policy"),
+        sampling=sampling,
+        targets=targets,
+        bon=best_of_n,
         progress=config.progress,
         out=out,
     )

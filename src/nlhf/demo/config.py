@@ -97,9 +97,35 @@ class Config(Presets):
         "more tournament judges beside VADER and the trained preference model: any --judge "
         "spec (a hub classifier or reward model, a pairwise LM, population:default, …)",
     )
+    seeds: int = option(
+        1,
+        "train every method from this many seeds (seed, seed + 1, …); the frontier's bands "
+        "and matched-KL verdicts bootstrap over the seeds' runs and the prompts",
+    )
+    frontier: bool = option(
+        False,
+        "sweep each method's strength (PPO's fixed KL coefficient, Nash-MD-PG's τ) so that "
+        "their KL ranges overlap; every run's checkpoints are points of the frontier",
+    )
+    ppo_kl_coefs: list[float] = option(
+        [0.01, 0.03, 0.1, 0.3], "--frontier: PPO's KL coefficients β (held fixed)"
+    )
+    taus: list[float] = option([0.01, 0.03, 0.1, 0.3], "--frontier: Nash-MD-PG's τ values")
+    targets: list[float] = option(
+        [0.5, 1.0, 2.0, 4.0, 8.0], "KLs (nats) at which the methods play head to head"
+    )
+    frontier_samples: int | None = preset_option(
+        "completions per held-out prompt and checkpoint in the frontier", default=2, quick=1
+    )
+    best_of_n: list[int] = option(
+        [1, 2, 4, 8], "best-of-n of the reference in the frontier (a curve at KL log n − (n−1)/n)"
+    )
     progress: bool = option(True, "show progress bars")
 
     def check(self) -> None:
+        self.at_least(1, "seeds")
+        if any(v <= 0 for v in [*self.ppo_kl_coefs, *self.taus, *self.targets]):
+            raise ValueError("ppo_kl_coefs, taus and targets must be > 0")
         self.at_least(0, "lora_r", "pm_rank", "tau", "ppo_lr", "ppo_kl_coef", "minutes")
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must lie in [0, 1], got {self.beta}")

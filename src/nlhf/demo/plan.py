@@ -6,7 +6,7 @@ training anything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nlhf.demo.config import Config
@@ -25,6 +25,14 @@ class Method:
     config: Any
     comparisons_per_step: int
     """judge calls of one step: scores (PPO) or pairwise comparisons."""
+    family: str = ""
+    """the method it is a run of (empty: its own name): one frontier per family."""
+    run: int = 0
+    """which seed of the family (0: the config's seed); a sweep's runs of one seed share it."""
+
+    @property
+    def group(self) -> str:
+        return self.family or self.name
 
 
 def imdb_judge_configs(config: Config, layout: RunFolder) -> dict[str, Any]:
@@ -48,7 +56,8 @@ def _online_fields(
         max_new_tokens=config.max_new_tokens,
         seed=config.seed,
         out=str(layout.policy(name)),
-        checkpoint_every=5,
+        checkpoint_every=2 if name.startswith("ppo") else 5,  # points along the run
+        keep_checkpoints=1000,
         progress=config.progress,
     )
 
@@ -60,6 +69,50 @@ GROUP_LR = 5e-4
 
 
 def methods(config: Config, layout: RunFolder) -> list[Method]:
+    """The plain runs (:func:`plain_methods`), then with ``seeds`` > 1 each one again from
+    every further seed, and with ``frontier`` PPO and Nash-MD-PG at every strength of the
+    sweep from every seed (:func:`sweep`)."""
+    plain = plain_methods(config, layout)
+    more = [_seeded(m, k, config, layout) for k in range(1, config.seeds) for m in plain]
+    return plain + more + (sweep(config, layout, plain) if config.frontier else [])
+
+
+def _seeded(method: Method, k: int, config: Config, layout: RunFolder) -> Method:
+    name = f"{method.name}-seed{k}"
+    own = replace(method.config, seed=config.seed + k, out=str(layout.policy(name)))
+    title = f"{method.title}, seed {config.seed + k}"
+    return replace(method, name=name, config=own, family=method.group, run=k, title=title)
+
+
+def sweep(config: Config, layout: RunFolder, plain: list[Method]) -> list[Method]:
+    """PPO at every fixed KL coefficient of ``ppo_kl_coefs`` and Nash-MD-PG at every τ of
+    ``taus``, from every seed; the runs of one seed form one run of the ``ppo-sweep`` or
+    ``nash-md-sweep`` family (one envelope over all their checkpoints)."""
+    by_name = {m.name: m for m in plain}
+    out = []
+    for k in range(config.seeds):
+        for name, field, values in (
+            ("ppo", "init_kl_coef", config.ppo_kl_coefs),
+            ("nash-md", "tau", config.taus),
+        ):
+            for value in values:
+                short = "kl" if name == "ppo" else "tau"
+                label = f"{name}-{short}{value:g}" + (f"-seed{k}" if k else "")
+                fixed = {"adaptive_kl": False} if name == "ppo" else {}
+                own = replace(
+                    by_name[name].config,
+                    **{field: value},
+                    **fixed,
+                    seed=config.seed + k,
+                    out=str(layout.policy(label)),
+                )
+                title = f"{by_name[name].title}, {field} {value:g}, seed {config.seed + k}"
+                calls = by_name[name].comparisons_per_step
+                out.append(Method(label, title, own, calls, f"{name}-sweep", k))
+    return out
+
+
+def plain_methods(config: Config, layout: RunFolder) -> list[Method]:
     """RLHF-PPO and Nash-MD-PG; with ``all_methods`` the rest of the Nash family too
     (:func:`nash_family`)."""
     n = config.batch_size
@@ -109,9 +162,20 @@ def nash_family(config: Config, layout: RunFolder) -> list[Method]:
 
 
 def tournament_entrants(config: Config, layout: RunFolder) -> list[str]:
-    """``reference`` and every trained policy, as ``nlhf eval`` specs."""
+    """``reference`` and every plain run's final policy (the config's seed), as ``nlhf eval``
+    specs; the other seeds and the sweep are read on the frontier."""
     return ["reference"] + [
-        f"{m.name}={layout.policy(m.name) / 'policy'}" for m in methods(config, layout)
+        f"{m.name}={layout.policy(m.name) / 'policy'}" for m in plain_methods(config, layout)
+    ]
+
+
+def frontier_runs(config: Config, layout: RunFolder) -> list[str]:
+    """Every run as a frontier spec, ``FAMILY#SEED=FOLDER``: PPO's and Nash-MD-PG's plain
+    runs (with their other seeds), and with ``frontier`` the two sweeps."""
+    return [
+        f"{m.group}#{m.run}={layout.policy(m.name)}"
+        for m in methods(config, layout)
+        if m.group in ("ppo", "nash-md", "ppo-sweep", "nash-md-sweep")
     ]
 
 

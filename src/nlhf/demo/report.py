@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from nlhf.demo.config import Config
-from nlhf.demo.plan import Method, methods
+from nlhf.demo.plan import Method, methods, plain_methods
+from nlhf.demo.stages import FRONTIER
+from nlhf.eval.frontier import verdict_lines as frontier_verdicts
 from nlhf.eval.report import completion_tables, format_interval, markdown_table
 from nlhf.reporting import (
     Report,
@@ -130,23 +132,68 @@ def tournament_section(tournament: dict[str, Any]) -> list[str]:
     return lines
 
 
+def frontier_section(frontier: dict[str, Any]) -> list[str]:
+    s = frontier["settings"]
+    rows = [
+        [p["name"], p["method"], str(p["run"]), str(p["step"]), f"{p['kl']:.2f}",
+         f"{p['win_rate']:.3f}"]
+        for p in frontier["points"]
+    ]  # fmt: skip
+    return [
+        "",
+        "### Frontier: win rate against KL",
+        "",
+        f"Every kept checkpoint of every run on the {s['n_prompts']} held-out openings × "
+        f"{s['samples_per_prompt']} completions, judged by VADER: its exact KL(π‖μ) and "
+        "P(checkpoint ≻ reference). Lines: each method's upper envelope (the best win rate "
+        "reached at that KL or less), averaged over its seeds, with a 95% bootstrap band over "
+        "seeds and prompts; dashes: best-of-n of the reference at KL = log n − (n−1)/n. "
+        "Head to head at each target KL: each run's checkpoint nearest it (within a factor "
+        "2). Details: [frontier/frontier.md](frontier/frontier.md).",
+        "",
+        "![frontier](frontier/frontier.png)",
+        "",
+        *frontier_verdicts(frontier["matched"], frontier["dominance"]),
+        "",
+        *markdown_table(["checkpoint", "method", "seed", "step", "KL", "P(≻ reference)"], rows,
+                        "lllrrr"),
+    ]  # fmt: skip
+
+
 def report(config: Config, layout: RunFolder) -> Report:
     """The verdicts and sections of ``report.md`` (and ``curves.png``) of a finished run."""
     tournament = json.loads((layout.tournament / "tournament.json").read_text())
+    saved = layout.root / FRONTIER / "frontier.json"
+    frontier = json.loads(saved.read_text()) if saved.exists() else None
     chosen = methods(config, layout)
     curves = {m.name: read_metrics(layout.policy(m.name) / "metrics.jsonl") for m in chosen}
     plot_curves(curves, layout.root / CURVES)
     completions = [(p["name"], p["samples"]) for p in tournament["policies"]]
+    plain = [m.name for m in plain_methods(config, layout)]
+    said = verdict_lines(tournament, pairs(plain))
+    if frontier is not None:
+        said = [
+            "At matched KL (VADER; the KL each side had in parentheses):",
+            "",
+            *frontier_verdicts(frontier["matched"], frontier["dominance"]),
+            "",
+            "The final policies, each at its own KL (the tournament's table gives it):",
+            "",
+            *said,
+        ]
     return Report(
         "RLHF against NLHF on SmolLM2-135M-Instruct",
-        verdict_lines(tournament, pairs(list(curves))),
+        said,
         [
             ("Judges trained on human labels", judges_section(layout)),
             (
                 "Training: same reference, fixed step budgets",
                 training_section(chosen, curves, layout.finished(), config.minutes),
             ),
-            ("Tournament on held-out prompts", tournament_section(tournament)),
+            (
+                "Tournament on held-out prompts",
+                tournament_section(tournament) + (frontier_section(frontier) if frontier else []),
+            ),
             ("Completions before and after", completion_tables(completions, 300)),
         ],
     )

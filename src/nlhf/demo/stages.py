@@ -12,14 +12,18 @@ from nlhf.data import load_prompts
 from nlhf.demo.config import Config
 from nlhf.demo.plan import (
     Method,
+    frontier_runs,
     imdb_judge_configs,
     methods,
     tournament_entrants,
     tournament_judges,
 )
-from nlhf.lm_stages import tournament, train_judges, write_prompts
+from nlhf.lm_stages import frontier, tournament, train_judges, write_prompts
 from nlhf.reporting import read_metrics
 from nlhf.resumable import RunFolder, Stages
+
+FRONTIER = "frontier"
+"""The frontier's folder in the run (frontier.json, frontier.md, frontier.png)."""
 
 
 def train_policy(method: Method) -> dict[str, Any]:
@@ -44,6 +48,22 @@ def run_tournament(config: Config, layout: RunFolder) -> dict[str, Any]:
     return {"seconds_inside": result.seconds}
 
 
+def run_frontier(config: Config, layout: RunFolder) -> dict[str, Any]:
+    """Every checkpoint of PPO's and Nash-MD-PG's runs on the held-out prompts under VADER
+    (no method trained on it): the frontier and the head-to-head at matched KL."""
+    result = frontier(
+        config,
+        frontier_runs(config, layout),
+        [p.content for p in load_prompts(layout.eval_prompts)],
+        "vader",
+        config.frontier_samples,
+        config.targets,
+        config.best_of_n,
+        layout.root / FRONTIER,
+    )
+    return {"points": len(result.points)}
+
+
 def stages(config: Config, layout: RunFolder) -> Stages:
     """Disjoint IMDB openings (``eval_prompts`` held out for the tournament), both judges, every
     method, the tournament."""
@@ -53,4 +73,5 @@ def stages(config: Config, layout: RunFolder) -> Stages:
         "judges": lambda: train_judges(imdb_judge_configs(config, layout)),
         **{f"train {m.name}": partial(train_policy, m) for m in methods(config, layout)},
         "tournament": lambda: run_tournament(config, layout),
+        "frontier": lambda: run_frontier(config, layout),
     }
