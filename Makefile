@@ -37,12 +37,13 @@ $(CHROMIUM):
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 
 # Two workers, one torch thread each (tests/conftest.py); a module's tests stay on one worker,
-# so a module-scoped run (the quick demo) is made once.  Plain `pytest` runs the same tests.
+# so a module-scoped run (the quick demo) is made once; modules go out in the order of
+# tests/conftest.py (the slow ones first).  Plain `pytest` runs the same tests.
 test: $(STAMP) $(CHROMIUM)
-	$(BIN)/python -m pytest -n 2 --dist loadscope
+	$(BIN)/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadscope -m "not slow"
+	$(BIN)/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python bench/tabular_speed.py
