@@ -6,8 +6,10 @@ The execution test starts a kernel from this interpreter's environment (ipykerne
 ``python3`` spec, launched with ``sys.executable``), sets ``NLHF_NOTEBOOK_QUICK=1`` and
 ``NLHF_NOTEBOOK_OUT`` to a temporary folder, and checks what the notebook computed: the
 judges' accuracies, the tabular Nash-MD curve against Theorem 1's bound, the training
-metrics and the 3 × 3 tournament.  It uses the embedded SmolLM2 and MiniLM (about two
-minutes on two CPU cores).
+metrics and the 3 × 3 tournament.  It runs on a tiny random-init GPT-2 and BERT built here
+(``NLHF_NOTEBOOK_POLICY``, ``NLHF_NOTEBOOK_ENCODER``): what it checks is that every cell runs
+and computes what it says, not what SmolLM2 learns (tests/test_assets_real.py loads the real
+models).
 """
 
 from __future__ import annotations
@@ -59,7 +61,14 @@ def test_notebook_runs_in_quick_mode(tmp_path, monkeypatch):
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
+    from eval_tiny import build_folders
+    from tiny_encoder import make_tiny_encoder
+
     out = tmp_path / "out"
+    words = "the a movie film good bad great awful review write".split()
+    monkeypatch.setenv("NLHF_NOTEBOOK_POLICY", str(build_folders(tmp_path / "models")["base"]))
+    encoder = make_tiny_encoder(tmp_path / "enc", words, positions=256)  # the judges' length
+    monkeypatch.setenv("NLHF_NOTEBOOK_ENCODER", str(encoder))
     monkeypatch.setenv("NLHF_NOTEBOOK_QUICK", "1")
     monkeypatch.setenv("NLHF_NOTEBOOK_OUT", str(out))
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")

@@ -7,7 +7,9 @@ import torch
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
 
 
-def make_tiny_encoder(folder: Path, words: list[str], seed: int = 0, dropout: float = 0.1) -> Path:
+def make_tiny_encoder(
+    folder: Path, words: list[str], seed: int = 0, dropout: float = 0.1, positions: int = 64
+) -> Path:
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
@@ -34,7 +36,7 @@ def make_tiny_encoder(folder: Path, words: list[str], seed: int = 0, dropout: fl
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,
-        max_position_embeddings=64,
+        max_position_embeddings=positions,
         hidden_dropout_prob=dropout,
         attention_probs_dropout_prob=dropout,
     )
