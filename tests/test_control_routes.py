@@ -114,7 +114,7 @@ def test_a_judge_without_actions_scores_every_action_alike():
 
 @pytest.mark.parametrize(
     ("config", "steps"),
-    [(routes.RLHFConfig, 24), (routes.NLHFConfig, 15)],
+    [(routes.RLHFConfig, 24), (routes.NLHFConfig, 30)],
     ids=["rlhf", "nlhf"],
 )
 def test_each_route_lifts_cartpole_above_the_initial_policy(tmp_path, config, steps):
@@ -128,9 +128,15 @@ def test_each_route_lifts_cartpole_above_the_initial_policy(tmp_path, config, st
     assert last["judge_train_accuracy"] > 0.7
 
 
-@pytest.mark.parametrize("route", ["rlhf", "nlhf"])
-def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path, route):
-    full, resumed = control_train.kill_and_resume(route, tmp_path)
+@pytest.mark.parametrize(
+    ("route", "overrides"),
+    [("rlhf", ()), ("nlhf", ("beta=0.125", "n_steps=48", "segment=10"))],
+    ids=["rlhf", "nlhf"],
+)
+def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path, route, overrides):
+    """The NLHF route's SPO update with opponent copies: segments carry over rollouts (48
+    steps, 10 per segment) and the mixture plays beside π."""
+    full, resumed = control_train.kill_and_resume(route, tmp_path, *overrides)
     weights = [saved_tensors(f / "policy" / "model.safetensors") for f in (full, resumed)]
     assert_identical(*weights)
 
@@ -145,7 +151,8 @@ def test_human_labels_arrive_through_the_labeling_database(tmp_path):
 
     db = str(tmp_path / "labels.sqlite")
     cfg = routes.NLHFConfig(
-        out=str(tmp_path / "run"), steps=1, states=1, samples=2, opponents=1, length=8,
+        out=str(tmp_path / "run"), steps=1, update="nash-md-pg", states=1, samples=2,
+        opponents=1, length=8, beta=0.125,
         budget=4, initial=3, chunk=1, fit_epochs=1, labeler="human", db=db, human_poll=0.05,
         human_timeout=60, **FAST,
     )  # fmt: skip

@@ -1,7 +1,7 @@
 """The two preference routes end to end: labels on a schedule, a judge refitted on them, a policy.
 
     algorithm, last = train(RLHFConfig(env="CartPole-v1", labeler="oracle"))   # r̂ + PPO
-    algorithm, last = train(NLHFConfig(env="CartPole-v1", labeler="noisy"))    # P̂ + Nash-MD-PG
+    algorithm, last = train(NLHFConfig(env="CartPole-v1", labeler="noisy"))    # P̂ + SPO update
 
 A route holds an acting-policy algorithm and a :class:`~nlhf.control.labelling.Labelling`;
 both run on the one training core.  Each core step is the algorithm's own update, then the
@@ -11,8 +11,11 @@ due, then a warm-started refit of the route's judge):
 - RLHF (:class:`~nlhf.control.ppo.ControlPPO`): windows of ``segment`` steps every ``stride``
   steps of each copy; the judge is a Bradley–Terry reward model, normalized to std
   ``reward_std`` on the rollout and shifted so that an end state scores 0, and PPO's r̂;
-- NLHF (:class:`~nlhf.control.nash.ControlNashMDPG`): each continuation is one segment; the
-  judge is an antisymmetric preference model, Nash-MD-PG's ``prefer``.
+- NLHF: the judge is an antisymmetric preference model; ``update=spo``
+  (:class:`~nlhf.control.spo.ControlSPO`, the default) labels windows as RLHF does and scores
+  each segment of π's streams by its win rate, a reward for PPO with a critic;
+  ``update=nash-md-pg`` (:class:`~nlhf.control.nash.ControlNashMDPG`) labels each paired
+  continuation as one segment and weighs it by its preferences, with no critic.
 
 Before the first step the initial labels come from the initial policy's play.  Each step
 also logs ``kl_per_step``, KL(π‖μ) over the actions averaged over the rollout's states (μ:
