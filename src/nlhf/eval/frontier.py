@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from nlhf.eval.entrants import adapter_base, parse_entrants
 from nlhf.eval.judging import _sigmoid, is_score_judge, judge_tournament
@@ -316,17 +317,20 @@ def run_frontier(
     prompts = list(prompts)
     parsed = parse_runs(runs)
     work = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="nlhf-frontier-"))
-    specs, where = ["reference"], []
-    folders: dict[tuple[str, int], int] = {}
+    found, folders = [], {}
     for method, r, folder in parsed:
         k = folders[method, r] = folders.get((method, r), -1) + 1
         for step, state in run_points(folder):
             name = f"{method}-r{r}-s{step}" if k == 0 else f"{method}-r{r}-f{k}-s{step}"
-            path = folder / "policy"
-            if state is not None:
-                path = materialize(path, state, work / "points" / name, reference)
-            specs.append(f"{name}={path}")
-            where.append((method, r, step, name))
+            found.append((method, r, step, name, folder / "policy", state))
+    specs, where = ["reference"], []
+    for method, r, step, name, path, state in tqdm(
+        found, desc="checkpoints", unit="point", disable=not progress
+    ):
+        if state is not None:
+            path = materialize(path, state, work / "points" / name, reference)
+        specs.append(f"{name}={path}")
+        where.append((method, r, step, name))
     entrants, ref_path = parse_entrants(specs, reference)
     completions = sample_entrants(entrants, ref_path, prompts, sampling, progress)
     wins, scores = _judge_points(judge, judge_name, prompts, completions, sampling)
@@ -512,8 +516,13 @@ def _dominance(grid: np.ndarray, copies: dict[str, np.ndarray], level: float):
 def verdicts(result: Frontier) -> list[str]:
     """One line per matched target and pair of methods, naming the KL each side had, then
     where one method's frontier lies above another's."""
+    return verdict_lines(result.matched, result.dominance)
+
+
+def verdict_lines(matched: list[dict[str, Any]], dominance: list[dict[str, Any]]) -> list[str]:
+    """:func:`verdicts` from ``frontier.json``'s ``matched`` and ``dominance``."""
     lines = []
-    for row in result.matched:
+    for row in matched:
         for pair in row["pairs"]:
             a, b = pair["row"], pair["col"]
             kls = ", ".join(f"{m} {' / '.join(f'{k:.2f}' for k in row['kl'][m])}" for m in (a, b))
@@ -524,7 +533,7 @@ def verdicts(result: Frontier) -> list[str]:
                 f"- at {row['target']:g} nats: only {have} has a point within a factor "
                 f"{FACTOR:g} of it; no head-to-head"
             )
-    for d in result.dominance:
+    for d in dominance:
         a, b = d["a"], d["b"]
         said = [f"{b}'s frontier is above {a}'s {_span(r)}" for r in d["b_above"]]
         said += [f"{a}'s frontier is above {b}'s {_span(r)}" for r in d["a_above"]]
