@@ -5,13 +5,13 @@
 #   OUT=/tmp/gpu bash bench/gpu.sh     # results in /tmp/gpu
 #   bash bench/gpu.sh --dry-run        # print the plan and check the environment, run nothing
 #
-# Runs unchanged on a bare machine that has the repository: it creates .venv-gpu (torch from
+# Runs unchanged on a bare machine that has the repository: it creates a venv (torch from
 # the package registry, whose Linux wheel is the CUDA build, not the CPU pin of the Makefile;
-# the package with its extras; the embedded assets) and, for the peer, a TRL 1.12 venv beside
-# it.  Parts, each under its own time limit so one failure loses none of the others (each
+# the package with its extras; the embedded assets) in ~/.cache/nlhf/venv-gpu and, for the
+# peer, a TRL 1.12 venv in ~/.cache/trlbench-gpu.  Parts, each under its own time limit so one failure loses none of the others (each
 # writes <part>.log and its exit status into status.txt):
 #
-#   1. cuda-tests    the suite's tests that run on CUDA (pytest -k cuda)
+#   1. cuda-tests    the suite's CUDA tests (lean decode path, bf16 reference; pytest -k cuda)
 #   2. demo-quick    nlhf demo --quick on the GPU (wall time against its 3-minute promise)
 #   3. train-speed   Nash-MD-PG, PPO, online DPO on SmolLM2 (64 new tokens), ours against TRL
 #                    on the same GPU, one round (bench/train_speed.py --device cuda)
@@ -19,14 +19,14 @@
 #                    (bench/sampling_speed.py --workload smollm2 --device cuda)
 #   5. pong-pixels   Pong's pixel route (RLHF, 4 stacked 80x80 frames) for a few minutes
 #
-# Budget: about 7 minutes of parts on one H200 once the venvs exist (the limits below sum to
-# 450 s); installing the venvs the first time adds the download time.
+# Budget: at most 8 minutes of parts on one H200 once the venvs exist (the limits below sum to
+# 480 s); installing the venvs the first time adds the download time.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$HERE"
 OUT="${OUT:-$HERE/bench/results/gpu-$(date -u +%Y%m%dT%H%M)}"
-VENV="${VENV:-$HERE/.venv-gpu}"
+VENV="${VENV:-$HOME/.cache/nlhf/venv-gpu}"
 TORCH="${TORCH:-torch==2.13.0}"
 export TRLBENCH_ROOT="${TRLBENCH_ROOT:-$HOME/.cache/trlbench-gpu}"
 PEER_DIR="${NLHF_PEER_BENCH:-$HERE/../shared/bench/trl}"
@@ -89,13 +89,14 @@ if [ "$DRY" = 0 ]; then
     | tee -a "$OUT/status.txt" || { log "torch sees no CUDA device"; exit 1; }
 fi
 
-part cuda-tests 45 "$PY" -m pytest -q -p no:cacheprovider -k cuda tests/
+part cuda-tests 40 "$PY" -m pytest -q -p no:cacheprovider -k cuda \
+  tests/test_models_decode.py tests/test_models_policy.py
 part demo-quick 150 "$PY" -m nlhf.cli demo --quick --no-progress --out "$OUT/demo-quick"
-part train-speed 135 "$PY" bench/train_speed.py --device cuda --workload smollm2 --rounds 1 \
-  --threads 16
-part sampling 40 "$PY" bench/sampling_speed.py --workload smollm2 --device cuda --repeats 3 \
+part train-speed 180 "$PY" bench/train_speed.py --device cuda --workload smollm2 --rounds 1 \
+  --warmup 1 --steps 2 --threads 16
+part sampling 45 "$PY" bench/sampling_speed.py --workload smollm2 --device cuda --repeats 3 \
   --tokens 64 --threads 16
-part pong-pixels 80 "$PY" -m nlhf.cli control train rlhf --env ALE/Pong-v5 --features pixels \
-  --device auto --time-limit 1 --steps 9765 --no-progress --out "$OUT/pong-pixels"
+part pong-pixels 65 "$PY" -m nlhf.cli control train rlhf --env ALE/Pong-v5 --features pixels \
+  --device auto --time-limit 0.75 --steps 9765 --no-progress --out "$OUT/pong-pixels"
 
 log "done; status of every part above, logs and results in $OUT"
