@@ -8,7 +8,8 @@
 Modules: ``stats`` (win-rate matrices, intervals over prompts, judge disagreement: pure
 numpy), ``entrants`` (policy specs, base models, loading), ``rollouts`` (seeded sampling,
 KL to the reference), ``judging`` (per-comparison preferences), ``tournament`` (the whole
-run), ``report`` (JSON, markdown, heat map), ``cli`` (``nlhf eval``).
+run), ``report`` (JSON, markdown, heat map), ``frontier`` (checkpoints as (KL, win rate)
+points, envelopes, verdicts at matched KL), ``cli`` (``nlhf eval``).
 """
 
 from nlhf.eval.rollouts import Sampling

@@ -12,10 +12,12 @@
 
 Per judge: the k × k matrix of P(row ≻ column), each entry the mean over prompts of the
 per-prompt average preference over that prompt's comparisons, with a confidence interval
-over prompts (:mod:`nlhf.eval.stats`); per policy: its mean win rate against the others, the
-mean score under every score judge, the KL to the reference, the completion length and a few
-completions; per judge also the length-controlled matrix (the win rates had the completions
-been equally long: :func:`nlhf.eval.stats.length_controlled`).  With two or more judges,
+over prompts (:mod:`nlhf.eval.stats`); per policy: its mean win rate against the others, its
+worst case (lowest P against one other entrant) and its P against the per-prompt best
+response, the mean score under every score judge, the exact KL to the reference (and the
+sampled estimate), the completion length and a few completions; per judge also the
+length-controlled matrix (the win rates had the completions been equally long:
+:func:`nlhf.eval.stats.length_controlled`).  With two or more judges,
 every pair of judges gets a disagreement report.
 """
 
