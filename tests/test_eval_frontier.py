@@ -211,3 +211,27 @@ def test_runs_are_numbered_per_method_and_a_sweep_shares_one_run():
     ]
     with pytest.raises(ValueError, match="must be a number"):
         parse_runs(["nash#x=c"])
+
+
+def test_nlhf_eval_frontier_runs_from_the_command_s_config(tmp_path, capsys):
+    from nlhf.eval.cli import Config, run
+
+    torch.set_num_threads(1)
+    tok = byte_tokenizer()
+    base = tiny_causal_lm("llama", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+                          pad_token_id=tok.pad_token_id)  # fmt: skip
+    base.save_pretrained(tmp_path / "base")
+    tok.save_pretrained(tmp_path / "base")
+    a = fake_run(tmp_path, tmp_path / "base", tok, "a", [0.05, 0.1])
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in ["good", "bad film"]))
+    out = tmp_path / "out"
+    config = Config(
+        policies=[f"a={a}"], frontier=True, judges=["vader"], prompts=str(prompts),
+        num_prompts=2, samples_per_prompt=2, max_new_tokens=4, bon=[1, 2], targets=[1.0],
+        resamples=20, out=str(out), progress=False,
+    )  # fmt: skip
+    assert run(config) == 0
+    saved = json.loads((out / "frontier.json").read_text())
+    assert saved["judge"] == "vader" and [p["step"] for p in saved["points"]] == [1, 2]
+    assert "frontier.md" in capsys.readouterr().out
