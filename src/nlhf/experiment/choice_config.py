@@ -68,6 +68,7 @@ class ChoiceConfig(Presets):
     lora_r: int = option(8, "LoRA rank of the policies (adapters on every linear layer)")
     nash_lr: float = option(3e-3, "AdamW learning rate of Nash-MD-PG and online IPO")
     ppo_lr: float = option(3e-4, "AdamW learning rate of PPO")
+    ppo_epochs: int = option(4, "PPO: passes over each rollout (2 mini-batches each)")
     pm_rank: int = option(4, "rank of the preference model's skew-symmetric interaction")
     reference_samples: int | None = preset_option(
         "reference completions whose types estimate μ and that the judges' pairs are drawn from",
@@ -110,7 +111,7 @@ class ChoiceConfig(Presets):
         for name in ("tau", "nash_lr", "ppo_lr"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        self.at_least(1, "lora_r")
+        self.at_least(1, "lora_r", "ppo_epochs")
         self.at_least(0, "pm_rank")
         unknown = [r for r in self.routes if r not in ROUTES]
         if unknown or not self.routes:

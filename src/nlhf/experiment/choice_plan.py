@@ -85,7 +85,11 @@ def route_configs(config: ChoiceConfig, folder: RunFolder, beta: float) -> dict[
         fields = dict(shared, out=str(folder.policy(route)), judge=judge(route))
         if route.startswith("ppo"):
             return ppo.Config(
-                **fields, lr=config.ppo_lr, init_kl_coef=beta, adaptive_kl=False, epochs=4
+                **fields,
+                lr=config.ppo_lr,
+                init_kl_coef=beta,
+                adaptive_kl=False,
+                epochs=config.ppo_epochs,
             )
         if route.startswith("nash-md"):
             return nash_md.Config(
