@@ -11,7 +11,7 @@ import torch
 pytest.importorskip("gymnasium", reason="the control extra is not installed (nlhf[control])")
 
 from nlhf.control import nash, spo
-from nlhf.control.rollout import ControlRollout
+from nlhf.control.rollout import ControlRollout, Episode
 from nlhf.control.trainer import build_trainer
 from online_harness import metrics
 
@@ -27,12 +27,14 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def rollout_of(actions, rewards, dones, first=0.0, values=None) -> ControlRollout:
+def rollout_of(actions, rewards, dones, first=0.0, values=None, length=None) -> ControlRollout:
     """A rollout of [T, N] steps; obs[t, n] = (first + t, n, 0, 0); an episode that ends at
-    (t, n) ends in the observation (−1, n, t, 0)."""
+    (t, n) ends in the observation (−1, n, t, 0), ``length`` steps long (default t + 1)."""
     actions, rewards = torch.tensor(actions), torch.tensor(rewards, dtype=torch.float32)
     dones = torch.tensor(dones)
     t, n = actions.shape
+    finished = [Episode(int(b), 0, 0.0, int(a) + 1 if length is None else length)
+                for a, b in torch.nonzero(dones)]  # fmt: skip
     obs = torch.zeros(t, n, 4)
     obs[..., 0] = first + torch.arange(t, dtype=torch.float32)[:, None]
     obs[..., 1] = torch.arange(n, dtype=torch.float32)
@@ -42,7 +44,7 @@ def rollout_of(actions, rewards, dones, first=0.0, values=None) -> ControlRollou
         obs=obs, actions=actions, logprobs=torch.full((t, n), math.log(0.5)),
         values=torch.zeros(t, n) if values is None else torch.tensor(values),
         rewards=rewards, dones=dones, episodes=torch.zeros(t, n, dtype=torch.long),
-        next_obs=torch.ones(n, 4), final_obs=ends,
+        next_obs=torch.ones(n, 4), finished=finished, final_obs=ends,
     )  # fmt: skip
 
 
@@ -97,6 +99,17 @@ def test_self_play_rewards_the_win_rate_over_the_other_segments_at_the_segment_e
     torch.testing.assert_close(rewards, expected)
     assert logged["win_rate"] == pytest.approx(0.5)
     assert logged["kl"] == pytest.approx(((K[0] + 2 * K[1]) + 2 * K[1]) / 2)  # Σ per segment
+
+
+def test_a_segment_cut_by_the_time_limit_is_not_scored(tmp_path):
+    _, algorithm = tiny(tmp_path, tau=0.0)
+    assert algorithm.max_steps == 500  # CartPole-v1's limit
+    dones = [[False, False], [False, True], [False, False]]
+    kept, logged = algorithm.rewards(rollout_of([[0, 0]] * 3, [[1, 1]] * 3, dones))
+    _, algorithm = tiny(tmp_path, tau=0.0)
+    cut, _ = algorithm.rewards(rollout_of([[0, 0]] * 3, [[1, 1]] * 3, dones, length=500))
+    assert kept[1, 1] < 0 and kept[2, 0] > 0 and logged["segments"] == 2  # a lost game
+    assert cut.abs().sum() == 0  # the lone scored segment scores ½ − ½
 
 
 def test_opponent_copies_score_pi_against_the_mixture_segments(tmp_path):

@@ -16,8 +16,8 @@ core step (:meth:`ControlSPO.update`):
    one whose episode ends early goes on in its end state (action 0, masked), as labelled ones;
 3. rewards (:meth:`ControlSPO.rewards`): each π segment's mean P(σ ≻ σ′) over the opponents'
    segments that ended in the same rollout (β = 0: over π's other segments) minus a baseline
-   (``baseline``), at the step the segment ends, and −τ·(log π(a_t | s_t) − log μ(a_t | s_t))
-   at every step of π;
+   (``baseline``), at the step the segment ends (none when a time limit cut it), and
+   −τ·(log π(a_t | s_t) − log μ(a_t | s_t)) at every step of π;
 4. GAE(γ, λ) from the critic over π's streams and PPO's passes (the clipped policy loss −
    ``ent_coef``·entropy + ``vf_coef``·value loss of :class:`~nlhf.control.ppo.ControlPPO`).
 
@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from nlhf.control.labelling import episode_truncated, max_steps
 from nlhf.control.nash import Config, Continuations, Prefer, advantages_of
 from nlhf.control.ppo import ControlPPO
 from nlhf.control.rollout import ControlRollout
@@ -152,6 +153,7 @@ class ControlSPO(ControlPPO):
         self.prefer = prefer
         self.learners = config.n_envs
         self.streams = Streams(self.runner.n, config.segment_length())
+        self.max_steps = max_steps(self.runner)
 
     def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """π's logits on the learners' copies, the mixture's on the opponents'; the values."""
@@ -184,11 +186,15 @@ class ControlSPO(ControlPPO):
     def rewards(self, rollout: ControlRollout) -> tuple[torch.Tensor, dict[str, float]]:
         """3. [T, n_envs] rewards of π's steps: −τ·(log π − log μ) at each, plus P̄ minus the
         baseline at the step each segment ends (leave_one_out: the mean P̄ of the rollout's
-        other π segments; half: ½)."""
+        other π segments; half: ½).  A segment cut by the game's time limit is not scored
+        (its end state would read as a lost game, as its labels are left out)."""
         segments, logprobs, ends = self.streams.cut(rollout)
-        ours = torch.tensor([n < self.learners for _, n in ends], dtype=torch.bool)
+        cut_short = episode_truncated(rollout, self.max_steps)  # by the time limit: unscored
+        scored = torch.tensor([not cut_short.get(end, False) for end in ends], dtype=torch.bool)
+        learner = torch.tensor([n < self.learners for _, n in ends], dtype=torch.bool)
+        ours = learner & scored
         mine = segments[ours]
-        theirs = segments[~ours] if self.runner.n > self.learners else None
+        theirs = segments[~learner & scored] if self.runner.n > self.learners else None
         win = self.win_rates(mine, theirs)
         device = self.policy.device
         learners = learners_of(rollout, self.learners)
