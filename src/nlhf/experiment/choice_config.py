@@ -68,7 +68,7 @@ class ChoiceConfig(Presets):
     lora_r: int = option(8, "LoRA rank of the policies (adapters on every linear layer)")
     nash_lr: float = option(3e-3, "AdamW learning rate of Nash-MD-PG and online IPO")
     ppo_lr: float = option(3e-4, "AdamW learning rate of PPO")
-    ppo_epochs: int = option(4, "PPO: passes over each rollout (2 mini-batches each)")
+    ppo_epochs: int = option(2, "PPO: passes over each rollout (2 mini-batches each)")
     pm_rank: int = option(4, "rank of the preference model's skew-symmetric interaction")
     reference_samples: int | None = preset_option(
         "reference completions whose types estimate μ and that the judges' pairs are drawn from",
@@ -79,10 +79,10 @@ class ChoiceConfig(Presets):
     judge_epochs: int | None = preset_option(
         "passes of each judge's trainer over its cell's pairs", default=2, quick=1
     )
-    steps: int | None = preset_option("training steps of every route", default=24, quick=3)
+    steps: int | None = preset_option("training steps of every route", default=16, quick=3)
     batch_size: int | None = preset_option(
         "completions per training step (PPO's rollout, one pair per prompt for the Nash routes)",
-        default=32,
+        default=16,
         quick=8,
     )
     measure_samples: int | None = preset_option(
