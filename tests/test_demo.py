@@ -99,6 +99,15 @@ def test_resuming_with_other_options_is_refused(tmp_path):
     start_or_resume(to_dict(config) | {"progress": False}, saved, "demo")  # free to change
 
 
+def test_an_option_added_since_a_run_started_resumes_at_its_default(tmp_path):
+    saved = tmp_path / "run" / "config.yaml"
+    config = to_dict(resolved(Config(out=str(saved.parent), quick=True)))
+    start_or_resume({k: v for k, v in config.items() if k != "seeds"}, saved, "demo")
+    start_or_resume(config, saved, "demo", defaults=config)  # seeds at its default: resumes
+    with pytest.raises(ConfigError, match=r"seeds: 1 then, 2 now"):
+        start_or_resume(config | {"seeds": 2}, saved, "demo", defaults=config)
+
+
 def test_command_line_names_only_what_differs(tmp_path):
     config = resolved(Config(out="runs/x", quick=True, tau=0.1))
     assert RUN.command_line(config) == "nlhf demo --quick tau=0.1 --out runs/x"

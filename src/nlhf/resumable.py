@@ -125,14 +125,20 @@ class StageLog:
         return self.done[name]
 
 
-def start_or_resume(options: dict[str, Any], saved: Path, tag: str) -> None:
-    """Write ``options`` to ``saved`` for a new run; check them against it for a resumed run."""
+def start_or_resume(
+    options: dict[str, Any], saved: Path, tag: str, defaults: dict[str, Any] | None = None
+) -> None:
+    """Write ``options`` to ``saved`` for a new run; check them against it for a resumed run.
+    An option that ``saved`` lacks (one added since the run started) counts as unchanged
+    while it holds its value in ``defaults``."""
     if saved.exists():
         before = load_yaml(saved)
+        defaults = defaults or {}
+        then = {key: before.get(key, defaults.get(key)) for key in options}
         changed = [
-            f"{key}: {before.get(key)!r} then, {options[key]!r} now"
+            f"{key}: {then[key]!r} then, {options[key]!r} now"
             for key in options
-            if key not in FREE_ON_RESUME and before.get(key) != options[key]
+            if key not in FREE_ON_RESUME and then[key] != options[key]
         ]
         if changed:
             raise ConfigError(
@@ -177,7 +183,8 @@ class Run:
         config = resolved(dataclasses.replace(config, out=out))
         layout = self.folder(Path(config.out))
         check_models(config)  # before the judges train, not when the policy loads
-        start_or_resume(self.options(config), layout.config, self.tag)
+        fresh = resolved(dataclasses.replace(self.config(), quick=config.quick, out=out))
+        start_or_resume(self.options(config), layout.config, self.tag, self.options(fresh))
         resume = self.command_line(config)
         torch.manual_seed(config.seed)
         log = StageLog(layout.stages, self.tag)
