@@ -21,6 +21,8 @@ Each core step (:meth:`ControlNashMDPG.update`), for ``states`` groups of game c
 
 Logged: ``win_rate`` (mean P̄; ½ under self-play), ``kl`` (Σ log π/μ per segment),
 ``segment_return``/``opponent_return`` (true), ``episode_return`` (the drivers' last 20).
+:class:`Config` also holds the fields of the SPO update (``update=spo``, the NLHF route's
+default: :mod:`nlhf.control.spo`, PPO's fields with a critic).
 """
 
 from __future__ import annotations
