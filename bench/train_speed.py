@@ -374,7 +374,7 @@ def table(summary: dict, cotenant: float, rounds: int, device: str) -> str:
         )
         lines.append(
             f"| {workload} | {name} | {tokens} | {num(s['ours_step_s'], '.3f')} | {peer_s} | "
-            f"{num(s['step_ratio'], '.3f')} (≤ {s['step_goal']}) | "
+            f"{num(s['step_ratio'], '.3f')} (≤ {num(s['step_goal'], 'g')}) | "
             f"{num(s['ours_peak_rss_mb'], '.0f')} | {peer_rss} | {num(s['rss_ratio'], '.3f')} "
             f"(≤ {s['rss_goal']}) | {load} |"
         )
