@@ -66,8 +66,8 @@ class ChoiceConfig(Presets):
     nash_beta: float = option(0.125, "Nash-MD-PG mixture coefficient β (the paper's best value)")
     routes: list[str] = option(list(ROUTES), f"routes each cell trains: {', '.join(ROUTES)}")
     lora_r: int = option(8, "LoRA rank of the policies (adapters on every linear layer)")
-    nash_lr: float = option(3e-3, "AdamW learning rate of Nash-MD-PG and online IPO")
-    ppo_lr: float = option(3e-4, "AdamW learning rate of PPO")
+    nash_lr: float = option(1e-3, "AdamW learning rate of Nash-MD-PG and online IPO")
+    ppo_lr: float = option(1e-4, "AdamW learning rate of PPO")
     ppo_epochs: int = option(2, "PPO: passes over each rollout (2 mini-batches each)")
     pm_rank: int = option(4, "rank of the preference model's skew-symmetric interaction")
     reference_samples: int | None = preset_option(
