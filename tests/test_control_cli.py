@@ -33,7 +33,7 @@ def one_thread():
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("train")
     args = ["control", "train", "nlhf", "--out", str(out), "--steps", "2", *TINY]
-    args += ["states=2", "length=10", "chunk=5", "fit_epochs=2"]
+    args += ["update=nash-md-pg", "states=2", "length=10", "chunk=5", "fit_epochs=2"]
     assert cli.main(args) == 0
     return out
 
