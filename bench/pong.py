@@ -63,7 +63,7 @@ def train(args: argparse.Namespace, out: Path):
     from nlhf.control import ppo, routes
 
     overrides = dict(item.partition("=")[::2] for item in args.trainer)
-    nash_md_pg = args.route == "nlhf" and overrides.get("update") == "nash-md-pg"
+    nash_md_pg = args.route == "nlhf" and overrides.get("update", "nash-md-pg") == "nash-md-pg"
     fields = dict(PONG, env="ALE/Pong-v5", sticky=args.sticky, seed=args.seed, out=str(out))
     steps = STEPS["nash-md-pg" if nash_md_pg else args.route]  # the label schedule's horizon
     fields.update(time_limit=args.minutes, steps=steps, progress=False, tensorboard=False)

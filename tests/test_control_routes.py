@@ -112,13 +112,16 @@ def test_a_judge_without_actions_scores_every_action_alike():
     assert rewards[0].std() > 0  # it still reads the observations
 
 
+SPO = dict(update="spo", lr=2.5e-4, schedule="linear", beta=0.0)
+
+
 @pytest.mark.parametrize(
-    ("config", "steps"),
-    [(routes.RLHFConfig, 24), (routes.NLHFConfig, 30)],
-    ids=["rlhf", "nlhf"],
+    ("config", "steps", "update"),
+    [(routes.RLHFConfig, 24, {}), (routes.NLHFConfig, 15, {}), (routes.NLHFConfig, 30, SPO)],
+    ids=["rlhf", "nlhf", "nlhf-spo"],
 )
-def test_each_route_lifts_cartpole_above_the_initial_policy(tmp_path, config, steps):
-    cfg = config(out=str(tmp_path), steps=steps, budget=300, initial=100, **FAST)
+def test_each_route_lifts_cartpole_above_the_initial_policy(tmp_path, config, steps, update):
+    cfg = config(out=str(tmp_path), steps=steps, budget=300, initial=100, **FAST, **update)
     algorithm, last = routes.train(cfg)
     rows = metrics(tmp_path)
     assert rows[0]["episode_return"] < 30  # the near-uniform initial policy: about 20
@@ -130,12 +133,16 @@ def test_each_route_lifts_cartpole_above_the_initial_policy(tmp_path, config, st
 
 @pytest.mark.parametrize(
     ("route", "overrides"),
-    [("rlhf", ()), ("nlhf", ("beta=0.125", "n_steps=48", "segment=10"))],
-    ids=["rlhf", "nlhf"],
+    [
+        ("rlhf", ()),
+        ("nlhf", ()),
+        ("nlhf", ("update=spo", "beta=0.125", "n_steps=48", "segment=10")),
+    ],
+    ids=["rlhf", "nlhf", "nlhf-spo"],
 )
 def test_sigkill_and_resume_matches_an_uninterrupted_run(tmp_path, route, overrides):
-    """The NLHF route's SPO update with opponent copies: segments carry over rollouts (48
-    steps, 10 per segment) and the mixture plays beside π."""
+    """The SPO case has opponent copies: segments carry over rollouts (48 steps, 10 per
+    segment) and the mixture plays beside π."""
     full, resumed = control_train.kill_and_resume(route, tmp_path, *overrides)
     weights = [saved_tensors(f / "policy" / "model.safetensors") for f in (full, resumed)]
     assert_identical(*weights)

@@ -1,7 +1,7 @@
 """The two preference routes end to end: labels on a schedule, a judge refitted on them, a policy.
 
     algorithm, last = train(RLHFConfig(env="CartPole-v1", labeler="oracle"))   # r̂ + PPO
-    algorithm, last = train(NLHFConfig(env="CartPole-v1", labeler="noisy"))    # P̂ + SPO update
+    algorithm, last = train(NLHFConfig(env="CartPole-v1", labeler="noisy"))    # P̂ + Nash-MD-PG
 
 A route holds an acting-policy algorithm and a :class:`~nlhf.control.labelling.Labelling`;
 both run on the one training core.  Each core step is the algorithm's own update, then the
@@ -11,11 +11,11 @@ due, then a warm-started refit of the route's judge):
 - RLHF (:class:`~nlhf.control.ppo.ControlPPO`): windows of ``segment`` steps every ``stride``
   steps of each copy; the judge is a Bradley–Terry reward model, normalized to std
   ``reward_std`` on the rollout and shifted so that an end state scores 0, and PPO's r̂;
-- NLHF: the judge is an antisymmetric preference model; ``update=spo``
-  (:class:`~nlhf.control.spo.ControlSPO`, the default) labels windows as RLHF does and scores
-  each segment of π's streams by its win rate, a reward for PPO with a critic;
-  ``update=nash-md-pg`` (:class:`~nlhf.control.nash.ControlNashMDPG`) labels each paired
-  continuation as one segment and weighs it by its preferences, with no critic.
+- NLHF: the judge is an antisymmetric preference model; ``update=nash-md-pg``
+  (:class:`~nlhf.control.nash.ControlNashMDPG`, the default) labels each paired continuation
+  as one segment and weighs it by its preferences, with no critic; ``update=spo``
+  (:class:`~nlhf.control.spo.ControlSPO`) labels windows as RLHF does and scores each segment
+  of π's streams by its win rate, a reward for PPO with a critic.
 
 Before the first step the initial labels come from the initial policy's play.  Each step
 also logs ``kl_per_step``, KL(π‖μ) over the actions averaged over the rollout's states (μ:
@@ -64,24 +64,13 @@ class NLHFConfig(LabelFields, nash.Config):
 
     out: str = option("runs/control-nlhf", "output folder: metrics.jsonl, checkpoints/, policy/")
     update: nash.Update = option(
-        "spo",
-        "spo: π's segments score their win rate against the opponent's segments as a reward "
-        "at their end, −τ·log(π/μ) each step, PPO with a critic and GAE over the episode "
-        "(nlhf.control.spo; Swamy et al. 2024 with β = 0); nash-md-pg: paired continuations "
-        "from saved states, the paper's policy gradient, no critic (it was measured with "
-        "lr=1e-3, schedule=constant, beta=0.125)",
+        "nash-md-pg",
+        "nash-md-pg: paired continuations from saved states, the paper's policy gradient, no "
+        "critic; spo: π's segments score their win rate against the opponent's segments as a "
+        "reward at their end, −τ·log(π/μ) each step, PPO with a critic and GAE over the episode "
+        "(nlhf.control.spo; Swamy et al. 2024; measured with lr=2.5e-4 schedule=linear beta=0)",
     )
-    steps: int = option(300, "core steps, one rollout (or set of continuations) each")
-    lr: float = option(2.5e-4, "Adam learning rate (CleanRL's PPO learning_rate)")
-    schedule: Literal["constant", "linear", "cosine"] = option(
-        "linear", "learning-rate decay over the steps or the time limit (CleanRL anneal_lr)"
-    )
-    beta: float = option(
-        0.0,
-        "mixture weight of μ in the opponent π_β ∝ π^(1−β)·μ^β (0: self-play, every copy plays "
-        "π and scores its win rate against the others, SPO's setting; Nash-MD-PG's paper "
-        "used 0.125)",
-    )
+    steps: int = option(250, "core steps, one rollout (or set of continuations) each")
 
 
 def new_judge(model_class: type, trainer: Trainer, config: Any) -> Any:
