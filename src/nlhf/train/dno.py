@@ -148,15 +148,16 @@ class DNO(IterativeAlgorithm):
         else:
             gap = torch.zeros(0)
             loss = policy.logprobs(batch.ids, batch.mask, out.tokens, out.mask).sum() * 0.0
+        # a forward every process runs, before a non-finite judgement stops the step
+        kl = completion_kl(
+            policy.model, policy.reference, batch.ids, batch.mask, out.tokens, out.mask
+        )
         if not torch.isfinite(data["win"]).all():
             raise NonFiniteError("judge preference")
         t3 = time.perf_counter()
         pos, neg = data["pos"], data["neg"]
         with torch.no_grad():
             sampled = (out.policy_logprobs - ref_tokens).sum(-1)
-            kl = completion_kl(
-                policy.model, policy.reference, batch.ids, batch.mask, out.tokens, out.mask
-            )
             lengths = out.lengths.float()
         sample_seconds, judge_seconds = data["seconds"]
         return loss, {

@@ -141,6 +141,10 @@ class INPO(IterativeAlgorithm):
         # 3. INPO's loss on one gradient forward over the two chosen rows of each prompt
         pick = torch.cat([w, lose]).to(out.tokens.device)
         logps = policy.logprobs(batch.ids, batch.mask, out.tokens[pick], out.mask[pick]).sum(-1)
+        # a forward every process runs, before a non-finite judgement stops the step
+        kl = completion_kl(
+            policy.model, policy.reference, batch.ids, batch.mask, out.tokens, out.mask
+        )
         if not torch.isfinite(p_chosen).all():  # after the forward every process runs
             raise NonFiniteError("judge preference")
         ref = ref_tokens.sum(-1)[pick]
@@ -151,9 +155,6 @@ class INPO(IterativeAlgorithm):
         t3 = time.perf_counter()
         with torch.no_grad():
             sampled = (out.policy_logprobs - ref_tokens).sum(-1)
-            kl = completion_kl(
-                policy.model, policy.reference, batch.ids, batch.mask, out.tokens, out.mask
-            )
             lengths = out.lengths.float()
             margin = (logps[:n] - anchor[:n]) - (logps[n:] - anchor[n:])
         sample_seconds, judge_seconds = prepared.data["seconds"]

@@ -112,6 +112,8 @@ class OnlineDPO(Algorithm):
         preference = preference.to(policy.device)
         t2 = time.perf_counter()
         logps = policy.logprobs(ids, mask, out.tokens, out.mask).sum(-1)
+        # a forward every process runs, before a non-finite judgement stops the step
+        kl = completion_kl(policy.model, policy.reference, ids, mask, out.tokens, out.mask)
         if not torch.isfinite(preference).all():  # after the forward every process runs
             raise NonFiniteError("judge preference")
         ref_logps = ref_tokens.sum(-1)
@@ -126,7 +128,6 @@ class OnlineDPO(Algorithm):
             margin = r_chosen - r_rejected
             correct = (margin > 0).float() + 0.5 * (margin == 0).float()
             sampled = (out.policy_logprobs - ref_tokens).sum(-1)
-            kl = completion_kl(policy.model, policy.reference, ids, mask, out.tokens, out.mask)
         return loss, {
             "judge_chosen_prob": float(p_chosen.mean()),
             "tie_rate": float((~decided).float().mean()),

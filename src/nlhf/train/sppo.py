@@ -78,6 +78,10 @@ class SPPO(IterativeAlgorithm):
         t2 = time.perf_counter()
         # 3. the square loss on one gradient forward
         logps = policy.logprobs(batch.ids, batch.mask, out.tokens, out.mask).sum(-1)
+        # a forward every process runs, before a non-finite judgement stops the step
+        kl = completion_kl(
+            policy.model, policy.reference, batch.ids, batch.mask, out.tokens, out.mask
+        )
         if not torch.isfinite(win).all():  # after the forward every process runs
             raise NonFiniteError("judge preference")
         anchor = out.policy_logprobs.sum(-1)  # log π_t of the samples
@@ -85,9 +89,6 @@ class SPPO(IterativeAlgorithm):
         t3 = time.perf_counter()
         with torch.no_grad():
             sampled = (out.policy_logprobs - ref_tokens).sum(-1)
-            kl = completion_kl(
-                policy.model, policy.reference, batch.ids, batch.mask, out.tokens, out.mask
-            )
             best = win.reshape(k, n).argmax(0)
             lengths = out.lengths.float().reshape(k, n)
             by_prompt = win.reshape(k, n)
