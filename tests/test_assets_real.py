@@ -93,3 +93,19 @@ def test_policy_conversion_loads_fast_and_chats(tmp_path, monkeypatch):
         out = model.generate(**inputs, max_new_tokens=12, do_sample=False)
     reply = tokenizer.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
     assert "Paris" in reply
+
+
+@pytest.mark.slow  # two judges on the embedded MiniLM from 200 pairs: about a minute
+@needs(assets.ENCODER)
+@needs(assets.REVIEWS)
+def test_the_quick_demos_judges_learn_imdb_preferences_on_the_embedded_encoder(tmp_path):
+    """What the quick demo's own test, on tiny random models, cannot check: on the real
+    encoder and IMDB pairs both judges beat chance on held-out pairs."""
+    from nlhf.demo.config import Config
+    from nlhf.demo.plan import imdb_judge_configs
+    from nlhf.lm_stages import train_judges
+    from nlhf.resumable import RunFolder, resolved
+
+    config = resolved(Config(quick=True, out=str(tmp_path), progress=False, judge_pairs=200))
+    accuracy = train_judges(imdb_judge_configs(config, RunFolder(tmp_path)))["held_out_accuracy"]
+    assert accuracy["reward-model"] > 0.6 and accuracy["preference-model"] > 0.6, accuracy
