@@ -266,17 +266,23 @@ class ControlPPO(Algorithm):
                 break
         return {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
 
+    def learning(self, rollout: ControlRollout) -> tuple[ControlRollout, list[Any]]:
+        """The part of ``rollout`` that π learns from and the episodes it finished: all of it
+        here (the SPO update keeps only its learners' copies)."""
+        return rollout, rollout.finished
+
     def update(self, chunks: list[Any], step: int) -> dict[str, float]:
         cfg = self.config
         t0 = time.perf_counter()
         rollout = self.last_rollout = self.play()
-        self.window.add(rollout.finished)
+        learned, finished = self.learning(rollout)
+        self.window.add(finished)
         rewards, reward_metrics = self.rewards(rollout)
-        batch = self.batch(rollout, rewards)
+        batch = self.batch(learned, rewards)
         t1 = time.perf_counter()
         metrics = self.optimize(batch, step)
         t2 = time.perf_counter()
-        agent_steps = cfg.n_envs * cfg.n_steps
+        agent_steps = rollout.actions.numel()  # every copy's steps, opponents' included
         metrics.update(
             **reward_metrics,
             **self.window.metrics(),

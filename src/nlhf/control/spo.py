@@ -28,7 +28,6 @@ segment), ``segments``, ``segment_return``/``opponent_return`` (true, per segmen
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -39,8 +38,8 @@ from nlhf.control.nash import Config, Continuations, Prefer, advantages_of
 from nlhf.control.ppo import ControlPPO
 from nlhf.control.rollout import ControlRollout
 from nlhf.control.segments import SegmentBatch
-from nlhf.control.trainer import build_trainer, finite
-from nlhf.losses import explained_variance, leave_one_out_win_rates
+from nlhf.control.trainer import build_trainer
+from nlhf.losses import leave_one_out_win_rates
 from nlhf.models.mixture import mixture_logits
 from nlhf.train.core import Trainer
 
@@ -217,30 +216,9 @@ class ControlSPO(ControlPPO):
             metrics["opponent_return"] = float(theirs.rewards.sum(-1).mean())
         return rewards, metrics
 
-    def update(self, chunks: list[Any], step: int) -> dict[str, float]:
-        cfg = self.config
-        t0 = time.perf_counter()
-        rollout = self.last_rollout = self.play()
-        self.window.add([e for e in rollout.finished if e.env < self.learners])
-        rewards, reward_metrics = self.rewards(rollout)
-        batch = self.batch(learners_of(rollout, self.learners), rewards)
-        t1 = time.perf_counter()
-        metrics = self.optimize(batch, step)
-        t2 = time.perf_counter()
-        played = rollout.actions.numel()
-        metrics.update(
-            **reward_metrics,
-            **self.window.metrics(),
-            agent_steps=float((step + 1) * played),
-            explained_variance=explained_variance(
-                batch.values, batch.returns, torch.ones_like(batch.returns, dtype=torch.bool)
-            ),
-            rollout_seconds=t1 - t0,
-            update_seconds=t2 - t1,
-            steps_per_second=played / (t2 - t0),
-        )
-        self.finished = self.window.reached(cfg.target_return)
-        return finite(metrics)
+    def learning(self, rollout: ControlRollout) -> tuple[ControlRollout, list[Any]]:
+        finished = [e for e in rollout.finished if e.env < self.learners]
+        return learners_of(rollout, self.learners), finished
 
     def state_dict(self) -> dict[str, Any]:
         return {
