@@ -69,6 +69,16 @@ def train_judges(configs: dict[str, Any]) -> dict[str, Any]:
     return {"held_out_accuracy": accuracy}
 
 
+def sampling_of(config: Any, samples_per_prompt: int) -> Sampling:
+    """How a run's stages sample: its tokens per completion, seed and dtype."""
+    return Sampling(
+        samples_per_prompt=samples_per_prompt,
+        max_new_tokens=config.max_new_tokens,
+        seed=config.seed,
+        dtype=config.dtype,
+    )
+
+
 def tournament(
     config: Any,
     entrants: list[str],
@@ -80,18 +90,12 @@ def tournament(
 ) -> Any:
     """:func:`nlhf.eval.run_tournament` of ``entrants`` on ``prompts`` against the run's
     reference policy, sampled with the run's tokens per completion, seed and dtype."""
-    sampling = Sampling(
-        samples_per_prompt=samples_per_prompt,
-        max_new_tokens=config.max_new_tokens,
-        seed=config.seed,
-        dtype=config.dtype,
-    )
     return run_tournament(
         entrants,
         prompts,
         judges,
         reference=resolve_model(config.policy, "policy"),
-        sampling=sampling,
+        sampling=sampling_of(config, samples_per_prompt),
         show_samples=show_samples,
         progress=config.progress,
         out=out,
@@ -111,19 +115,13 @@ def frontier(
     """:func:`nlhf.eval.frontier.run_frontier` of ``runs`` (``FAMILY#SEED=FOLDER``) on
     ``prompts`` under the judge ``judge`` (a spec), against the run's reference policy and
     with its tokens per completion, seed and dtype."""
-    sampling = Sampling(
-        samples_per_prompt=samples_per_prompt,
-        max_new_tokens=config.max_new_tokens,
-        seed=config.seed,
-        dtype=config.dtype,
-    )
     return run_frontier(
         runs,
         prompts,
         load_judge(judge),
         judge,
         reference=resolve_model(config.policy, "policy"),
-        sampling=sampling,
+        sampling=sampling_of(config, samples_per_prompt),
         targets=targets,
         bon=best_of_n,
         progress=config.progress,
