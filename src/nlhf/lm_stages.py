@@ -69,13 +69,15 @@ def train_judges(configs: dict[str, Any]) -> dict[str, Any]:
     return {"held_out_accuracy": accuracy}
 
 
-def sampling_of(config: Any, samples_per_prompt: int) -> Sampling:
-    """How a run's stages sample: its tokens per completion, seed and dtype."""
+def sampling_of(config: Any, samples_per_prompt: int, **options: Any) -> Sampling:
+    """How a run's stages sample: its tokens per completion, seed and dtype (``options``: any
+    other :class:`~nlhf.eval.rollouts.Sampling` field)."""
     return Sampling(
         samples_per_prompt=samples_per_prompt,
         max_new_tokens=config.max_new_tokens,
         seed=config.seed,
         dtype=config.dtype,
+        **options,
     )
 
 

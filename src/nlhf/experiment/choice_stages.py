@@ -23,7 +23,7 @@ import torch
 
 from nlhf.assets import resolve_model
 from nlhf.eval.entrants import parse_entrants
-from nlhf.eval.rollouts import Sampling, sample_entrants, sample_policy, spec_salt
+from nlhf.eval.rollouts import sample_entrants, sample_policy, spec_salt
 from nlhf.experiment.choice import (
     TypePreference,
     TypeReward,
@@ -40,7 +40,7 @@ from nlhf.experiment.choice_plan import (
     route_configs,
 )
 from nlhf.files import atomic_write_json, atomic_write_text
-from nlhf.lm_stages import train_judges
+from nlhf.lm_stages import sampling_of, train_judges
 from nlhf.models.judges import JudgeOptions, load_judge
 from nlhf.models.lm import load_causal_lm, load_tokenizer
 from nlhf.reporting import read_metrics, tail_mean
@@ -87,13 +87,7 @@ def write_question(config: ChoiceConfig, layout: ChoiceLayout) -> dict[str, Any]
 def sample_reference(config: ChoiceConfig, layout: ChoiceLayout) -> dict[str, Any]:
     """``reference_samples`` completions of the question and their types."""
     model, tokenizer = load_causal_lm(resolve_model(config.policy, "policy"), config.dtype)
-    settings = Sampling(
-        samples_per_prompt=config.reference_samples,
-        max_new_tokens=config.max_new_tokens,
-        seed=config.seed,
-        dtype=config.dtype,
-        batch_size=64,
-    )
+    settings = sampling_of(config, config.reference_samples, batch_size=64)
     texts = sample_policy(
         model, tokenizer, [question(layout)["text"]], settings, spec_salt("reference"), None, False
     ).texts[0]
@@ -252,13 +246,7 @@ def measure(config: ChoiceConfig, layout: ChoiceLayout, value: float) -> dict[st
     entrants, ref_path = parse_entrants(
         specs if len(specs) > 1 else [*specs, "reference"], config.policy
     )
-    settings = Sampling(
-        samples_per_prompt=config.measure_samples,
-        max_new_tokens=config.max_new_tokens,
-        seed=config.seed,
-        dtype=config.dtype,
-        batch_size=64,
-    )
+    settings = sampling_of(config, config.measure_samples, batch_size=64)
     sampled = sample_entrants(
         entrants, ref_path, [question(layout)["text"]], settings, config.progress
     )
