@@ -1,12 +1,14 @@
 """Shared checks for the online trainers, on the tiny setups of tests/tiny_train.py.
 
-:func:`assert_one_documented_step` checks an in-process one-step run; in subprocesses,
-:func:`kill_and_resume` trains one run to the end and, in the same process, another that is
-SIGKILLed right after its step-4 checkpoint, then restarts that one, and
+:func:`assert_one_documented_step` checks an in-process one-step run;
+:func:`kill_and_resume` trains one run to the end in this process, another in a subprocess that
+is SIGKILLed right after its step-4 checkpoint, and resumes that one here from its files;
 :func:`trained_win_rate` (in this process) measures a trained policy against its reference;
 the rest reads what a run wrote.
 """
 
+import contextlib
+import io
 import json
 import math
 import subprocess
@@ -28,7 +30,7 @@ def tiny_train(algorithm: str, out: Path, *args: str, tmp: Path) -> subprocess.C
         [sys.executable, str(SCRIPT), algorithm, str(out), *args],
         capture_output=True,
         encoding="utf-8",
-        env=children.env(tmp),
+        env=children.env(tmp, OMP_NUM_THREADS="1"),
         timeout=300,
     )
 
@@ -36,21 +38,35 @@ def tiny_train(algorithm: str, out: Path, *args: str, tmp: Path) -> subprocess.C
 def kill_and_resume(
     algorithm: str, tmp_path: Path, *overrides: str, unfinished: str = "policy"
 ) -> tuple[Path, Path]:
-    """Train to the end in ``tmp_path/full``, then, in the same process, in ``tmp_path/resumed``
-    until a SIGKILL after the step-4 checkpoint; restart in a new process.  Returns the two
-    folders; asserts the kill happened before the run wrote ``unfinished`` (a final output)
-    and that the restart resumed from step 4."""
+    """Train to the end in ``tmp_path/full`` (in this process), and in ``tmp_path/resumed`` in
+    a subprocess SIGKILLed after its step-4 checkpoint; resume that run here from what it left
+    on disk.  One torch thread on both sides, so that their steps round alike.  Returns the
+    two folders; asserts the kill came before the run wrote ``unfinished`` (a final output)
+    and that the resumed run started from step 4."""
     full, resumed = tmp_path / "full", tmp_path / "resumed"
-    killed = tiny_train(
-        algorithm, resumed, *overrides, "--full", str(full), "--die-after-checkpoint", "4",
-        tmp=tmp_path,
-    )  # fmt: skip
+    killed = tiny_train(algorithm, resumed, *overrides, "--die-after-checkpoint", "4", tmp=tmp_path)
     assert killed.returncode == -9, killed.stderr[-2000:]
-    assert (full / unfinished).exists() and not (resumed / unfinished).exists()
-    again = tiny_train(algorithm, resumed, *overrides, tmp=tmp_path)
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert "resuming from step 4" in again.stdout
+    assert not (resumed / unfinished).exists()
+    said = io.StringIO()
+    with one_thread():
+        tiny_train_script.train(algorithm, *tiny_train_script.make(algorithm, str(full), overrides))
+        assert (full / unfinished).exists()
+        with contextlib.redirect_stdout(said):
+            trainer, config = tiny_train_script.make(algorithm, str(resumed), overrides)
+            tiny_train_script.train(algorithm, trainer, config)
+    assert "resuming from step 4" in said.getvalue()
     return full, resumed
+
+
+@contextlib.contextmanager
+def one_thread():
+    """torch on one thread inside the block, as in the subprocesses of :func:`tiny_train`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def trained_win_rate(algorithm: str, tmp_path: Path, *overrides: str) -> float:

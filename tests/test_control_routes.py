@@ -194,14 +194,14 @@ def test_human_labels_arrive_through_the_labeling_database(tmp_path):
 def test_both_routes_solve_cartpole_within_their_step_budgets(tmp_path):
     """The issue's target, a mean return ≥ 475 (of the last 20 training episodes) from oracle
     labels, counted in core steps rather than minutes, so that the machine's load cannot
-    decide it: within 600 steps for RLHF (it gets there in about 330) and 2,400 for NLHF
+    decide it: within 600 steps for RLHF (seeds 0–3 get there in 190–350) and 2,400 for NLHF
     (about 1,700: some 3 minutes on one free core; the time is a benchmark's to measure).
     The label schedule is that of a 3-minute run (``steps`` only sets its horizon; the
-    10-minute limit is a guard).  PPO's learning rate is held constant: under a time limit its
-    linear decay follows the clock, so a loaded machine would decide the run after all (seeds
-    0–3 solve in 189–350 steps with it constant).  The run stops there (``target_return``), and the saved
-    policy, played afresh for 50 episodes, is far above the initial policy's ≈ 22.  (Left to
-    train on, the NLHF route did not hold 500: one run reached it and fell to 103.)"""
+    10-minute limit is a guard).  PPO's learning rate is held constant: under a time limit
+    its linear decay follows the clock, and a loaded machine would decide the run after all.
+    The run stops at the target (``target_return``), and the saved policy, played afresh for
+    50 episodes, is far above the initial policy's ≈ 22.  (Left to train on, the NLHF route
+    did not hold 500: one run reached it and fell to 103.)"""
     from nlhf.control.rollout import episode_returns
 
     for config, within, extra in (

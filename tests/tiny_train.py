@@ -1,7 +1,7 @@
 """One online trainer on a tiny random-init GPT-2, for the end-to-end tests of each trainer.
 
     python tests/tiny_train.py ALGORITHM OUT [key=value ...] [--die-after-checkpoint N]
-        [--full FOLDER] [--win-rate]
+        [--win-rate]
     python tests/tiny_train.py nash-md runs/x lora_r=4 --die-after-checkpoint 4
 
 ALGORITHM is nash-md, nash-ema, nash-mp, online-dpo, ppo, sppo, inpo, onpo, mpo or dno; it
@@ -11,9 +11,7 @@ against a judge that counts lowercase letters. ``key=value`` sets any field of t
 policy's adapter.
 
 - ``--die-after-checkpoint N``: SIGKILL this process right after the step-N checkpoint is
-  written, before anything else (the resume tests restart the same command);
-- ``--full FOLDER``: first train the same run to the end in FOLDER, in this process (the
-  resume tests compare the two; one interpreter start fewer than a separate run);
+  written, before anything else (the resume tests resume the run from its files);
 - ``--win-rate``: after training print ``win_rate <p>``, the judge's mean P(y ≻ y_ref) of a
   trained policy's sample against the reference's on 120 prompts.
 
@@ -142,11 +140,8 @@ def main() -> None:
     parser.add_argument("out")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     parser.add_argument("--die-after-checkpoint", type=int, metavar="N")
-    parser.add_argument("--full", metavar="FOLDER")
     parser.add_argument("--win-rate", action="store_true")
     args = parser.parse_args()
-    if args.full:
-        train(args.algorithm, *make(args.algorithm, args.full, args.overrides))
     trainer, config = make(args.algorithm, args.out, args.overrides)
     if args.die_after_checkpoint:
         die_after_checkpoint(trainer, args.die_after_checkpoint)
