@@ -1,11 +1,20 @@
-"""completion_kl: the exact KL(π‖μ) of sampled completions from two tiny causal LMs."""
+"""completion_kl, and the same KL from the forwards a step runs anyway
+(completion_logprobs_and_kl): the exact KL(π‖μ) of sampled completions from two tiny causal
+LMs."""
 
 import itertools
 
 import pytest
 import torch
 
-from nlhf.models.logprobs import completion_kl, completion_logits, completion_logprobs
+from nlhf.models.logprobs import (
+    completion_kl,
+    completion_logits,
+    completion_logprobs,
+    completion_logprobs_and_kl,
+    completion_logprobs_and_logits,
+    logits_kl,
+)
 from nlhf.models.sampling import sample
 from nlhf.models.tiny import tiny_causal_lm
 
@@ -85,3 +94,34 @@ def test_several_completions_per_prompt_and_masks_give_the_same_kl_as_one_by_one
     torch.testing.assert_close(together, alone, rtol=1e-4, atol=1e-5)
     assert completion_logits(pi, ids, mask, tokens, cmask).shape == (4, 3, VOCAB)
     torch.testing.assert_close(completion_kl(pi, pi, ids, mask, tokens, cmask), torch.zeros(4))
+
+
+@pytest.mark.parametrize("copies", [1, 2])
+def test_the_kl_from_the_gradient_forward_equals_completion_kl_and_keeps_the_gradient(copies):
+    """One forward of μ (its logits kept) and one of π give completion_kl's KL, and the same
+    log-probs, gradient included, as completion_logprobs."""
+    pi, mu = models()
+    ids = torch.tensor([[0, 3, 4], [5, 2, 1]])
+    mask = torch.tensor([[0, 1, 1], [1, 1, 1]])
+    tokens = torch.randint(1, VOCAB, (2 * copies, 3), generator=torch.Generator().manual_seed(0))
+    cmask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]])[: 2 * copies]
+    ref_lp, ref_logits = completion_logprobs_and_logits(mu, ids, mask, tokens, cmask)
+    torch.testing.assert_close(ref_lp, completion_logprobs(mu, ids, mask, tokens, cmask))
+    lp, kl = completion_logprobs_and_kl(pi, ids, mask, tokens, cmask, ref_logits)
+    expected = completion_kl(pi, mu, ids, mask, tokens, cmask)
+    assert (expected > 0.01).all()
+    torch.testing.assert_close(kl, expected, rtol=1e-5, atol=1e-7)
+    assert not kl.requires_grad
+    plain = completion_logprobs(pi, ids, mask, tokens, cmask)
+    torch.testing.assert_close(lp, plain)
+    grads = [torch.autograd.grad(x.sum(), pi.lm_head.weight)[0] for x in (lp, plain)]
+    torch.testing.assert_close(grads[0], grads[1])
+
+
+def test_the_kl_of_logits_in_chunks_of_rows_equals_one_chunk():
+    logits, ref = torch.randn(5, 4, VOCAB), torch.randn(5, 4, VOCAB)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0]])
+    torch.testing.assert_close(logits_kl(logits, ref, mask, rows=2), logits_kl(logits, ref, mask))
+    assert logits_kl(logits, ref, mask)[4] == 0.0
+    with pytest.raises(ValueError, match="share"):
+        logits_kl(logits, ref[:, :3], mask)

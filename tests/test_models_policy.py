@@ -8,7 +8,7 @@ import torch
 from nlhf.models import AdapterDisabled, Policy, PolicyConfig, completion_logprobs
 from nlhf.models import policy as policy_module
 from nlhf.models.lm import BASE_ADAPTER
-from nlhf.models.logprobs import position_ids_from_mask
+from nlhf.models.logprobs import completion_kl, position_ids_from_mask
 from nlhf.models.tiny import tiny_byte_lm, tiny_causal_lm
 
 KINDS = ["gpt2", "llama"]
@@ -222,6 +222,28 @@ def test_lora_reference_is_the_base_model_without_a_copy(kind):
     assert sum(storages.values()) == base_numel + lora_numel
     assert 0 < lora_numel < base_numel / 4
     assert all("lora_" in n for n, p in policy.model.named_parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_kl_from_the_step_forwards_equals_completion_kl(lora):
+    """reference_logprobs_and_logits and logprobs_and_kl: the two methods' log-probs, and the
+    exact KL of policy and reference from those two forwards only."""
+    if lora:
+        policy, _ = lora_policy()
+    else:
+        policy = Policy(tiny_causal_lm("gpt2", vocab_size=32, seed=0), None)
+        with torch.no_grad():
+            for p in policy.model.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+    _, ids, mask, comp, cmask = batch()
+    ref_lp, ref_logits = policy.reference_logprobs_and_logits(ids, mask, comp, cmask)
+    torch.testing.assert_close(ref_lp, policy.reference_logprobs(ids, mask, comp, cmask))
+    lp, kl = policy.logprobs_and_kl(ids, mask, comp, cmask, ref_logits)
+    torch.testing.assert_close(lp, policy.logprobs(ids, mask, comp, cmask))
+    expected = completion_kl(policy.model, policy.reference, ids, mask, comp, cmask)
+    assert (expected > 1e-4).all()
+    torch.testing.assert_close(kl, expected, rtol=1e-5, atol=1e-8)
+    assert lp.requires_grad and not kl.requires_grad
 
 
 def test_lora_gradients_reach_only_the_adapter():

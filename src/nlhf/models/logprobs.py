@@ -4,8 +4,10 @@
     lp = completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
     lp.shape == completion_ids.shape        # fp32, 0 where completion_mask is 0
     lp.sum(-1)                              # per-sequence log-probability
-    kl = completion_kl(policy.model, policy.reference, prompt_ids, prompt_mask,
-                       completion_ids, completion_mask)  # (B,) exact KL(π‖μ), no gradient
+    ref_lp, ref_logits = completion_logprobs_and_logits(policy.reference, prompt_ids, ...)
+    lp, kl = completion_logprobs_and_kl(policy.model, prompt_ids, ..., ref_logits)
+    kl.shape == (B,)          # exact KL(π‖μ) of each completion, from the forward lp took
+    completion_kl(policy.model, policy.reference, prompt_ids, ...)   # the same, two forwards
 
 Conventions shared with the sampler (:mod:`nlhf.models.sampling`):
 
@@ -15,6 +17,10 @@ Conventions shared with the sampler (:mod:`nlhf.models.sampling`):
 - ``position_ids = clamp(cumsum(attention_mask) − 1, min=0)``, so the first real prompt token
   of every row sits at position 0 whatever its padding;
 - log-probs are taken in fp32 from the model's unmodified (temperature 1) logits.
+
+The exact KL needs both models' whole-vocabulary logits at every position; a trainer's step
+already runs both forwards, so it keeps the reference's logits and hands them to the policy's
+forward, which takes the KL of its own (detached) logits in chunks of rows.
 """
 
 from __future__ import annotations
@@ -84,12 +90,71 @@ def completion_logprobs(
     prompt row j mod B): with k > 1 the prompts run once and their KV cache (with its
     gradient path) serves every copy, which saves their share of the forward and backward.
     """
+    return completion_logprobs_and_logits(
+        model, prompt_ids, prompt_mask, completion_ids, completion_mask
+    )[0]
+
+
+def completion_logprobs_and_logits(
+    model: Any,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`completion_logprobs` and the logits (kB, T, V) they came from, from one forward
+    (the logits in the model's dtype; (kB, 0, 0) for empty completions, with no forward)."""
     completion_mask = _checked(prompt_ids, prompt_mask, completion_ids, completion_mask)
     if completion_ids.shape[1] == 0:
-        return torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
+        zeros = torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
+        return zeros, zeros.new_zeros(completion_ids.shape[0], 0, 0)
     logits = completion_logits(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
     lp = token_logprobs(logits, completion_ids)
-    return lp.masked_fill(completion_mask == 0, 0.0)
+    return lp.masked_fill(completion_mask == 0, 0.0), logits
+
+
+def completion_logprobs_and_kl(
+    model: Any,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor | None,
+    reference_logits: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`completion_logprobs` (with their gradient) and, from the same forward, each
+    completion's exact KL(π‖μ) (kB,) against the reference's ``reference_logits`` (kB, T, V)
+    of the same completions: :func:`completion_kl`'s value without its two forwards."""
+    if completion_mask is None:
+        completion_mask = torch.ones_like(completion_ids)
+    lp, logits = completion_logprobs_and_logits(
+        model, prompt_ids, prompt_mask, completion_ids, completion_mask
+    )
+    return lp, logits_kl(logits, reference_logits, completion_mask)
+
+
+@torch.no_grad()
+def logits_kl(
+    logits: torch.Tensor, reference_logits: torch.Tensor, mask: torch.Tensor, rows: int = 8
+) -> torch.Tensor:
+    """Exact KL(π‖μ) of each row (B,), fp32, no gradient: :func:`nlhf.losses.exact_kl` of
+    (B, T, V) logits of π and μ, ``rows`` rows at a time, so its fp32 temporaries stay
+    (rows, T, V) whatever the batch."""
+    if reference_logits.shape[:2] != logits.shape[:2] or mask.shape != logits.shape[:2]:
+        raise ValueError(
+            f"logits {tuple(logits.shape)}, reference_logits {tuple(reference_logits.shape)} "
+            f"and mask {tuple(mask.shape)} must share (rows, positions)"
+        )
+    out = torch.zeros(logits.shape[0], dtype=torch.float32, device=logits.device)
+    if logits.shape[1] == 0:
+        return out
+    for start in range(0, logits.shape[0], rows):
+        part = slice(start, start + rows)
+        out[part] = exact_kl(
+            logits[part].detach(),
+            reference_logits[part].to(logits.device),
+            mask[part].to(logits.device).bool(),
+        )
+    return out
 
 
 def completion_logits(

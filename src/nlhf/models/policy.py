@@ -4,6 +4,8 @@
     policy = Policy(model, tokenizer, PolicyConfig(lora_r=16))     # or Policy.load(config)
     lp = policy.logprobs(prompt_ids, prompt_mask, completion_ids, completion_mask)  # (B, T)
     ref_lp = policy.reference_logprobs(prompt_ids, prompt_mask, completion_ids, completion_mask)
+    ref_lp, ref_logits = policy.reference_logprobs_and_logits(prompt_ids, ...)   # one forward
+    lp, kl = policy.logprobs_and_kl(prompt_ids, ..., ref_logits)   # (B, T), exact KL(π‖μ) (B,)
     policy.reference      # callable like a model, for nlhf.models.sample(..., reference=...)
 
 The reference μ is what the KL terms and the Nash-MD mixture compare the policy with:
@@ -38,7 +40,11 @@ from transformers.pytorch_utils import Conv1D
 from nlhf.config import Checked, ConfigError, option
 from nlhf.models.activations import fuse_gelu
 from nlhf.models.lm import DTYPES, AdapterDisabled, is_peft_model, load_causal_lm, model_device
-from nlhf.models.logprobs import completion_logprobs
+from nlhf.models.logprobs import (
+    completion_logprobs,
+    completion_logprobs_and_kl,
+    completion_logprobs_and_logits,
+)
 from nlhf.models.text import eos_token_ids, pad_token_id
 
 LORA_ALPHA = 32.0
@@ -280,6 +286,21 @@ class Policy:
             self.model, prompt_ids, prompt_mask, completion_ids, completion_mask
         )
 
+    def logprobs_and_kl(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        completion_ids: torch.Tensor,
+        completion_mask: torch.Tensor | None,
+        reference_logits: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`logprobs` and, from the same forward without gradient, each completion's
+        exact KL(π‖μ) (B,) against ``reference_logits`` from
+        :meth:`reference_logprobs_and_logits` of the same completions."""
+        return completion_logprobs_and_kl(
+            self.model, prompt_ids, prompt_mask, completion_ids, completion_mask, reference_logits
+        )
+
     def sequence_logprobs(
         self,
         prompt_ids: torch.Tensor,
@@ -300,6 +321,20 @@ class Policy:
     ) -> torch.Tensor:
         """Per-token fp32 log μ of the completions (B, T), 0 where masked; no gradient."""
         return completion_logprobs(
+            self.reference, prompt_ids, prompt_mask, completion_ids, completion_mask
+        )
+
+    @torch.no_grad()
+    def reference_logprobs_and_logits(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        completion_ids: torch.Tensor,
+        completion_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`reference_logprobs` and the reference's logits (B, T, V) they came from, one
+        forward: what :meth:`logprobs_and_kl` takes the exact KL against."""
+        return completion_logprobs_and_logits(
             self.reference, prompt_ids, prompt_mask, completion_ids, completion_mask
         )
 

@@ -33,7 +33,6 @@ import torch.nn.functional as F
 
 from nlhf.config import option
 from nlhf.losses import leave_one_out_win_rates
-from nlhf.models.logprobs import completion_kl
 from nlhf.models.text import tokenize_prompts
 from nlhf.train.core import NonFiniteError
 from nlhf.train.groups import pairwise_matrix, sample_group
@@ -98,7 +97,9 @@ class DNO(IterativeAlgorithm):
         n, k = len(batch.rows), cfg.samples
         t0 = time.perf_counter()
         # 1. K completions per prompt from one decode loop
-        group = sample_group(policy, cfg, batch, step, k)
+        # (fully online, μ's logits stay for this step's exact KL; the prepared batches of an
+        # iteration keep none)
+        group = sample_group(policy, cfg, batch, step, k, keep_logits=not cfg.iteration_steps)
         out = group.out
         t1 = time.perf_counter()
         # 2. win rates and the large-margin pairs
@@ -138,7 +139,8 @@ class DNO(IterativeAlgorithm):
 
     def objective(self, prepared: Prepared) -> tuple[torch.Tensor, dict[str, float]]:
         cfg, policy, batch, data = self.config, self.trainer.policy, prepared.batch, prepared.data
-        out, ref_tokens = data["group"].out, data["group"].ref_tokens
+        group = data["group"]
+        out, ref_tokens = group.out, group.ref_tokens
         t2 = time.perf_counter()
         # 3. DPO against π_t on the fresh pairs and a seeded draw of replayed ones
         if data["pairs"]:
@@ -148,10 +150,12 @@ class DNO(IterativeAlgorithm):
         else:
             gap = torch.zeros(0)
             loss = policy.logprobs(batch.ids, batch.mask, out.tokens, out.mask).sum() * 0.0
-        # a forward every process runs, before a non-finite judgement stops the step
-        kl = completion_kl(
-            policy.model, policy.reference, batch.ids, batch.mask, out.tokens, out.mask
-        )
+        # forwards every process runs, before a non-finite judgement stops the step: the
+        # exact KL of every completion, π's logits without gradient against μ's
+        ref_logits = group.take_ref_logits(policy, batch)
+        with torch.no_grad():
+            _, kl = policy.logprobs_and_kl(batch.ids, batch.mask, out.tokens, out.mask, ref_logits)
+        del ref_logits
         if not torch.isfinite(data["win"]).all():
             raise NonFiniteError("judge preference")
         t3 = time.perf_counter()

@@ -24,16 +24,31 @@ from nlhf.models.text import decode_completions
 @dataclass
 class CompletionGroup:
     """K completions of every prompt of a chunk: the sample (tokens, mask, lengths, log π of
-    the policy that sampled them), per-token log π_ref, and the decoded texts."""
+    the policy that sampled them), per-token log π_ref, the decoded texts, and, when asked
+    for, π_ref's logits (K·B, T, V) for the exact KL (:meth:`take_ref_logits`)."""
 
     out: Any
     ref_tokens: torch.Tensor
     texts: list[str]
+    ref_logits: torch.Tensor | None = None
+
+    def take_ref_logits(self, policy: Any, batch: Any) -> torch.Tensor:
+        """π_ref's logits of the completions: the kept ones, handed over once (the group keeps
+        no reference to them), else from a fresh no-gradient forward."""
+        logits, self.ref_logits = self.ref_logits, None
+        if logits is None:
+            _, logits = policy.reference_logprobs_and_logits(
+                batch.ids, batch.mask, self.out.tokens, self.out.mask
+            )
+        return logits
 
 
-def sample_group(policy: Any, config: Any, batch: Any, step: int, k: int) -> CompletionGroup:
+def sample_group(
+    policy: Any, config: Any, batch: Any, step: int, k: int, keep_logits: bool = False
+) -> CompletionGroup:
     """K completions per prompt of ``batch`` from one decode loop, with their reference
-    log-probs from one no-gradient forward (``config``: max_new_tokens, temperature, seed)."""
+    log-probs from one no-gradient forward (``config``: max_new_tokens, temperature, seed);
+    ``keep_logits``: the group also keeps that forward's logits."""
     generators = [g for s in range(k) for g in row_generators(config.seed, step, batch.rows, s)]
     out = sample(
         policy,
@@ -44,10 +59,11 @@ def sample_group(policy: Any, config: Any, batch: Any, step: int, k: int) -> Com
         generator=generators,
         num_samples=k,
     )
-    ref_tokens = policy.reference_logprobs(batch.ids, batch.mask, out.tokens, out.mask)
-    return CompletionGroup(
-        out, ref_tokens, decode_completions(policy.tokenizer, out.tokens, out.mask)
+    ref_tokens, ref_logits = policy.reference_logprobs_and_logits(
+        batch.ids, batch.mask, out.tokens, out.mask
     )
+    texts = decode_completions(policy.tokenizer, out.tokens, out.mask)
+    return CompletionGroup(out, ref_tokens, texts, ref_logits if keep_logits else None)
 
 
 def pairwise_matrix(judge: Any, prompts: list[str], texts: list[str], k: int) -> torch.Tensor:

@@ -31,7 +31,6 @@ import torch
 
 from nlhf.config import option
 from nlhf.losses import inpo_loss
-from nlhf.models.logprobs import completion_kl
 from nlhf.train.core import NonFiniteError, StepRule
 from nlhf.train.groups import sample_group
 from nlhf.train.iterative import IterationFields, IterativeAlgorithm, Prepared
@@ -126,7 +125,10 @@ class INPO(IterativeAlgorithm):
         cfg, policy = self.config, self.trainer.policy
         t0 = time.perf_counter()
         # 1. K completions per prompt from one decode loop, with log π_t and log π_ref
-        group = sample_group(policy, cfg, batch, step, cfg.samples)
+        # (fully online, μ's logits stay for this step's exact KL; the prepared batches of an
+        # iteration keep none)
+        online = not cfg.iteration_steps
+        group = sample_group(policy, cfg, batch, step, cfg.samples, keep_logits=online)
         t1 = time.perf_counter()
         # 2. the knockout tournament picks (y_w, y_l)
         picked = knockout(self.trainer.judge, list(batch.texts), group.texts, cfg.samples)
@@ -135,16 +137,19 @@ class INPO(IterativeAlgorithm):
     def objective(self, prepared: Prepared) -> tuple[torch.Tensor, dict[str, float]]:
         cfg, policy, batch = self.config, self.trainer.policy, prepared.batch
         n = len(batch.rows)
-        out, ref_tokens = prepared.data["group"].out, prepared.data["group"].ref_tokens
+        group = prepared.data["group"]
+        out, ref_tokens = group.out, group.ref_tokens
         w, lose, p_chosen, calls = prepared.data["picked"]
         t2 = time.perf_counter()
         # 3. INPO's loss on one gradient forward over the two chosen rows of each prompt
         pick = torch.cat([w, lose]).to(out.tokens.device)
         logps = policy.logprobs(batch.ids, batch.mask, out.tokens[pick], out.mask[pick]).sum(-1)
-        # a forward every process runs, before a non-finite judgement stops the step
-        kl = completion_kl(
-            policy.model, policy.reference, batch.ids, batch.mask, out.tokens, out.mask
-        )
+        # forwards every process runs, before a non-finite judgement stops the step: the
+        # exact KL of every completion, π's logits without gradient against μ's
+        ref_logits = group.take_ref_logits(policy, batch)
+        with torch.no_grad():
+            _, kl = policy.logprobs_and_kl(batch.ids, batch.mask, out.tokens, out.mask, ref_logits)
+        del ref_logits
         if not torch.isfinite(p_chosen).all():  # after the forward every process runs
             raise NonFiniteError("judge preference")
         ref = ref_tokens.sum(-1)[pick]

@@ -16,7 +16,6 @@ from typing import Any
 import torch
 
 from nlhf.losses import nash_md_pg_loss
-from nlhf.models.logprobs import completion_kl
 from nlhf.models.text import decode_completions
 
 
@@ -42,11 +41,14 @@ def preference_pg_loss(
         decode_completions(tok, opponent.tokens, opponent.mask),
     ).to(policy.device)
     judge_seconds = time.perf_counter() - t0
-    logprobs = policy.logprobs(batch.ids, batch.mask, y.tokens, y.mask)
+    # μ's logits (the sampler gave log μ of the tokens only), for the exact KL the gradient
+    # forward takes of its own logits
+    _, ref_logits = policy.reference_logprobs_and_logits(batch.ids, batch.mask, y.tokens, y.mask)
+    logprobs, kl = policy.logprobs_and_kl(batch.ids, batch.mask, y.tokens, y.mask, ref_logits)
+    del ref_logits
     target = y.ref_logprobs if ref_logprobs is None else ref_logprobs
     loss = nash_md_pg_loss(logprobs, target, y.mask.bool(), preference, tau)
     sampled = (y.policy_logprobs - y.ref_logprobs).sum(-1)
-    kl = completion_kl(policy.model, policy.reference, batch.ids, batch.mask, y.tokens, y.mask)
     return loss, {
         "win_rate": float(preference.mean()),
         "kl": float(kl.mean()),

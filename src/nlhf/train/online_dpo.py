@@ -9,7 +9,8 @@
 Each step, for every prompt x:
 
 1. a, b ~ π_θ from one KV-cached decode loop (``num_samples=2``: each prompt runs once), and
-   log μ(a), log μ(b) from one no-gradient forward over the finished rows;
+   log μ(a), log μ(b) from one no-gradient forward over the finished rows, whose logits the
+   gradient forward of step 3 takes the logged exact KL(π‖μ) against (no forward of its own);
 2. the judge gives P(a ≻ b | x); the pair is ordered into (y_w, y_l) (``label=hard``: ties
    left out; ``label=soft``: P is the target) by :func:`nlhf.losses.online_pair_loss`;
 3. DPO's or IPO's loss on h = log π/μ(y_w) − log π/μ(y_l), with log π of both from one
@@ -29,7 +30,6 @@ import torch
 from nlhf.config import option
 from nlhf.losses import online_pair_loss, order_pairs
 from nlhf.models import sample
-from nlhf.models.logprobs import completion_kl
 from nlhf.models.sampling import row_generators
 from nlhf.models.text import decode_completions
 from nlhf.train.core import Algorithm, NonFiniteError, StepRule
@@ -104,16 +104,19 @@ class OnlineDPO(Algorithm):
             + row_generators(cfg.seed, step, batch.rows, salt=1),
             num_samples=2,
         )
-        ref_tokens = policy.reference_logprobs(ids, mask, out.tokens, out.mask)
+        ref_tokens, ref_logits = policy.reference_logprobs_and_logits(
+            ids, mask, out.tokens, out.mask
+        )
         t1 = time.perf_counter()
         # 2. the judgement; 3. the pair loss on one gradient forward
         texts = decode_completions(policy.tokenizer, out.tokens, out.mask)
         preference = self.trainer.judge(batch.texts, texts[:n], texts[n:]).float()
         preference = preference.to(policy.device)
         t2 = time.perf_counter()
-        logps = policy.logprobs(ids, mask, out.tokens, out.mask).sum(-1)
         # a forward every process runs, before a non-finite judgement stops the step
-        kl = completion_kl(policy.model, policy.reference, ids, mask, out.tokens, out.mask)
+        tokens, kl = policy.logprobs_and_kl(ids, mask, out.tokens, out.mask, ref_logits)
+        del ref_logits  # (2B, T, V): kept no longer than the KL needs it
+        logps = tokens.sum(-1)
         if not torch.isfinite(preference).all():  # after the forward every process runs
             raise NonFiniteError("judge preference")
         ref_logps = ref_tokens.sum(-1)

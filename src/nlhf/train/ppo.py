@@ -14,7 +14,8 @@ The classic sentiment pipeline (Ziegler et al. 2019; trlX ``ppo_sentiments``).  
 4. ``epochs`` passes of ``mini_batches`` shuffled mini-batches, one optimizer step each on
    the clipped policy loss + ``vf_coef`` × the clipped value loss;
 5. β adapts towards ``kl_target`` (:mod:`nlhf.train.kl_control`), read against the
-   rollout's exact KL (:func:`nlhf.models.logprobs.completion_kl`).
+   rollout's exact KL (:func:`nlhf.models.logprobs.logits_kl`: step 3's forward against μ's
+   logits of the completions, from one more no-gradient forward).
 
 The value head (:mod:`nlhf.train.value_head`) trains with the policy and is saved as
 ``<out>/value_head.safetensors``.  Parameter names in TRL and trlX, metrics: ``docs/trainers.md``.
@@ -46,7 +47,6 @@ from nlhf.losses import (
 )
 from nlhf.models import sample
 from nlhf.models.judges import ScoreJudge
-from nlhf.models.logprobs import completion_kl
 from nlhf.models.sampling import row_generators
 from nlhf.models.text import decode_completions
 from nlhf.train import distributed
@@ -194,8 +194,11 @@ class PPO(Algorithm):
         trainer.add_parameters(self.head)  # one optimizer, one schedule, one clip
 
     # ------------------------------------------------------------------ rollout
-    def forward(self, prompt_ids, prompt_mask, tokens, mask) -> PolicyValueOutput:
-        """Log-probs, values and entropy of the completions under π and the value head."""
+    def forward(
+        self, prompt_ids, prompt_mask, tokens, mask, reference_logits=None
+    ) -> PolicyValueOutput:
+        """Log-probs, values and entropy of the completions under π and the value head (and
+        their exact KL against μ's ``reference_logits``, when given)."""
         return logprobs_and_values(
             self.trainer.policy.model,
             self.head,
@@ -204,6 +207,7 @@ class PPO(Algorithm):
             tokens,
             mask,
             detach_trunk=self.config.value_trunk == "detached",
+            reference_logits=reference_logits,
         )
 
     @torch.no_grad()
@@ -255,7 +259,12 @@ class PPO(Algorithm):
                 f"{tuple(scores.shape)} for {len(texts)} completions (one score each)"
             )
         t2 = time.perf_counter()
-        out = self.forward(batch.ids, batch.mask, y.tokens, y.mask)
+        # μ's logits (the sampler gave log μ of the tokens only) for the exact KL
+        _, ref_logits = policy.reference_logprobs_and_logits(
+            batch.ids, batch.mask, y.tokens, y.mask
+        )
+        out = self.forward(batch.ids, batch.mask, y.tokens, y.mask, ref_logits)
+        del ref_logits
         timings["sample_seconds"] += t1 - t0
         timings["judge_seconds"] += t2 - t1
         timings["rollout_seconds"] += time.perf_counter() - t2
@@ -269,9 +278,7 @@ class PPO(Algorithm):
             "logprobs": out.logprobs,
             "values": out.values,
             "scores": scores.float().to(policy.device),
-            "kl": completion_kl(
-                policy.model, policy.reference, batch.ids, batch.mask, y.tokens, y.mask
-            ),
+            "kl": out.kl,
         }
 
     def advantages(

@@ -28,7 +28,6 @@ import torch
 
 from nlhf.config import option
 from nlhf.losses import leave_one_out_win_rates, sppo_loss
-from nlhf.models.logprobs import completion_kl
 from nlhf.train.core import NonFiniteError
 from nlhf.train.groups import pairwise_matrix, sample_group
 from nlhf.train.iterative import IterationFields, IterativeAlgorithm, Prepared
@@ -63,7 +62,10 @@ class SPPO(IterativeAlgorithm):
         cfg, policy = self.config, self.trainer.policy
         t0 = time.perf_counter()
         # 1. K completions per prompt from one decode loop, with log π_t and log μ
-        group = sample_group(policy, cfg, batch, step, cfg.samples)
+        # (fully online, μ's logits stay for this step's exact KL; the prepared batches of an
+        # iteration keep none)
+        online = not cfg.iteration_steps
+        group = sample_group(policy, cfg, batch, step, cfg.samples, keep_logits=online)
         t1 = time.perf_counter()
         # 2. all pairs judged, leave-one-out win rates (sample-major like the rows)
         matrix = pairwise_matrix(self.trainer.judge, list(batch.texts), group.texts, cfg.samples)
@@ -73,15 +75,16 @@ class SPPO(IterativeAlgorithm):
     def objective(self, prepared: Prepared) -> tuple[torch.Tensor, dict[str, float]]:
         cfg, policy, batch = self.config, self.trainer.policy, prepared.batch
         n, k = len(batch.rows), cfg.samples
-        out, ref_tokens = prepared.data["group"].out, prepared.data["group"].ref_tokens
-        win = prepared.data["win"]
+        group = prepared.data["group"]
+        out, ref_tokens, win = group.out, group.ref_tokens, prepared.data["win"]
         t2 = time.perf_counter()
         # 3. the square loss on one gradient forward
-        logps = policy.logprobs(batch.ids, batch.mask, out.tokens, out.mask).sum(-1)
-        # a forward every process runs, before a non-finite judgement stops the step
-        kl = completion_kl(
-            policy.model, policy.reference, batch.ids, batch.mask, out.tokens, out.mask
-        )
+        # forwards every process runs, before a non-finite judgement stops the step: the
+        # gradient forward takes the exact KL of its logits against μ's
+        ref_logits = group.take_ref_logits(policy, batch)
+        tokens, kl = policy.logprobs_and_kl(batch.ids, batch.mask, out.tokens, out.mask, ref_logits)
+        del ref_logits
+        logps = tokens.sum(-1)
         if not torch.isfinite(win).all():  # after the forward every process runs
             raise NonFiniteError("judge preference")
         anchor = out.policy_logprobs.sum(-1)  # log π_t of the samples

@@ -32,6 +32,7 @@ from nlhf.models.lm import Caller, as_model, hf_model
 from nlhf.models.logprobs import (
     check_left_padded,
     check_right_padded,
+    logits_kl,
     position_ids_from_mask,
     token_logprobs,
 )
@@ -76,6 +77,8 @@ class PolicyValueOutput:
     """V(x, y_<t) from the value head; differentiable when gradients are enabled."""
     entropy: torch.Tensor
     """H(π(· | x, y_<t)), computed without gradient (a metric)."""
+    kl: torch.Tensor | None = None
+    """Exact KL(π‖μ) of each completion (B,) against ``reference_logits``, when given."""
 
 
 def logprobs_and_values(
@@ -86,8 +89,10 @@ def logprobs_and_values(
     completion_ids: torch.Tensor,
     completion_mask: torch.Tensor,
     detach_trunk: bool = False,
+    reference_logits: torch.Tensor | None = None,
 ) -> PolicyValueOutput:
-    """One forward of ``model`` (a Policy, peft or HF causal LM) over prompt + completion."""
+    """One forward of ``model`` (a Policy, peft or HF causal LM) over prompt + completion;
+    with μ's ``reference_logits`` (B, T, V) of the completions, also their exact KL."""
     if completion_ids.shape != completion_mask.shape or completion_ids.ndim != 2:
         raise ValueError(
             f"completion_ids {tuple(completion_ids.shape)} and completion_mask "
@@ -121,4 +126,6 @@ def logprobs_and_values(
     with torch.no_grad():
         logp = torch.log_softmax(logits.float(), dim=-1)
         entropy = -(logp.exp() * logp).sum(-1).masked_fill(~keep, 0.0)
-    return PolicyValueOutput(logprobs, values, entropy)
+    del logp
+    kl = None if reference_logits is None else logits_kl(logits, reference_logits, keep)
+    return PolicyValueOutput(logprobs, values, entropy, kl)

@@ -1,0 +1,102 @@
+"""The logged ``kl`` of the online LM trainers: the exact KL(π‖μ) of the step's completions.
+
+Every online trainer logs ``kl``, the exact KL of its completions summed over positions, from
+the forwards its step runs anyway: the reference's forward over the completions keeps its
+logits and the policy's forward takes the KL of its own against them
+(:func:`nlhf.models.logprobs.completion_logprobs_and_kl`).  These tests hold that value to
+:func:`nlhf.models.logprobs.completion_kl`, the two-forward reference implementation, on the
+same completions, and count the forwards a step runs outside its decode loop.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import tiny_train
+from nlhf.models import policy as policy_module
+from nlhf.models.logprobs import completion_kl
+from nlhf.train import nash_md, online_dpo
+
+TRAINERS = ["online-dpo", "sppo", "inpo", "dno", "nash-md", "ppo"]
+
+
+def logged(out: Path, key: str) -> list[float]:
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [row[key] for row in rows if key in row]
+
+
+@pytest.mark.parametrize("name", TRAINERS)
+def test_the_logged_kl_equals_completion_kl_on_the_same_completions(name, tmp_path, monkeypatch):
+    """Step 2 (after one update, so π ≠ μ): the logged kl is completion_kl's mean on the
+    completions of that step, to 1e-5 relative."""
+    reference_forward = policy_module.Policy.reference_logprobs_and_logits
+    expected: list[torch.Tensor] = []
+
+    def spy(self, prompt_ids, prompt_mask, completion_ids, completion_mask=None):
+        expected.append(
+            completion_kl(
+                self.model, self.reference, prompt_ids, prompt_mask, completion_ids, completion_mask
+            )
+        )
+        return reference_forward(self, prompt_ids, prompt_mask, completion_ids, completion_mask)
+
+    monkeypatch.setattr(policy_module.Policy, "reference_logprobs_and_logits", spy)
+    trainer, config = tiny_train.make(name, str(tmp_path), ["steps=2"])
+    tiny_train.train(name, trainer, config)
+    kl = logged(tmp_path, "kl")
+    assert len(kl) == 2 and len(expected) == 2  # one chunk, one reference forward per step
+    assert float(expected[1].mean()) > 1e-6  # a KL the comparison can see
+    assert kl[1] == pytest.approx(float(expected[1].mean()), rel=1e-5, abs=1e-9)
+
+
+class Counter:
+    """Counts forward calls of the models it wraps, except inside the decode loop."""
+
+    def __init__(self) -> None:
+        self.calls, self.paused = 0, False
+
+    def wrap(self, model: torch.nn.Module) -> None:
+        forward = model.forward
+
+        def counted(*args, **kwargs):
+            self.calls += not self.paused
+            return forward(*args, **kwargs)
+
+        model.forward = counted
+
+    def pausing(self, function):
+        def paused(*args, **kwargs):
+            self.paused = True
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.paused = False
+
+        return paused
+
+
+@pytest.mark.parametrize(
+    "name, module, sampler, forwards",
+    [
+        # μ over the finished pairs and π with gradient, each a prompt forward whose cache
+        # serves both completions and a completions' forward (it was 6: 2 more for the KL)
+        ("online-dpo", online_dpo, "sample", 4),
+        # μ's logits (the sampler gave log μ of the tokens only) and π with gradient (it was 3:
+        # the gradient forward and 2 for the KL)
+        ("nash-md", nash_md, "sample_pair", 2),
+    ],
+)
+def test_a_step_runs_no_forward_of_its_own_for_the_exact_kl(
+    name, module, sampler, forwards, tmp_path, monkeypatch
+):
+    """One step's forwards outside the decode loop: the trainer's own, none for the KL."""
+    trainer, config = tiny_train.make(name, str(tmp_path), ["steps=1"])
+    counter = Counter()
+    counter.wrap(trainer.policy.model)
+    counter.wrap(trainer.policy.reference)
+    monkeypatch.setattr(module, sampler, counter.pausing(getattr(module, sampler)))
+    tiny_train.train(name, trainer, config)
+    assert logged(tmp_path, "kl") == [pytest.approx(0.0, abs=1e-6)]  # step 1: π = μ
+    assert counter.calls == forwards
