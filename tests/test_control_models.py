@@ -142,6 +142,26 @@ def test_the_preference_model_is_exactly_antisymmetric_for_any_weights():
         torch.testing.assert_close(model.prob(a, b) + model.prob(b, a), torch.ones(64))
 
 
+def test_the_win_rate_matrix_equals_the_pairwise_probability_of_every_pair():
+    """``prob_matrix(a, b)[i, j]`` is ``prob(a_i, b_j)`` (each segment encoded once instead of
+    once per pair), antisymmetric: the matrix of (b, a) is one minus its transpose."""
+    rng = np.random.default_rng(6)
+    segments = reward_segments(12, rng)
+    a, b = stack(segments[:5]), stack(segments[5:])
+    torch.manual_seed(6)
+    model = SegmentPreferenceModel(D, A, hidden=16, members=2)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.5)
+        matrix = model.prob_matrix(a, b)
+        rows = torch.arange(5).repeat_interleave(7)
+        cols = torch.arange(7).repeat(5)
+        pairs = model.prob(a[rows], b[cols]).reshape(5, 7)
+        assert matrix.shape == (5, 7) and (matrix - 0.5).abs().max() > 0.05
+        torch.testing.assert_close(matrix, pairs, rtol=0, atol=1e-6)
+        torch.testing.assert_close(model.prob_matrix(b, a), 1 - matrix.T, rtol=0, atol=1e-6)
+
+
 def test_a_fresh_preference_model_is_a_bradley_terry_model():
     rng = np.random.default_rng(6)
     a, b = batches(sample_pairs(reward_segments(20, rng), 16, rng))

@@ -69,10 +69,12 @@ class LabelFields(Checked):
     capacity: int = option(3000, "labelled pairs kept, oldest dropped (Christiano et al.: 3,000)")
     segment: int = option(
         0,
-        "RLHF: steps per labelled segment (0: 25 for Atari and MinAtar, else 50; NLHF labels "
-        "its continuations of Nash's length)",
+        "steps per labelled window of the RLHF route and of update=spo (0: 25 for Atari and "
+        "MinAtar, else 50); update=nash-md-pg labels its continuations of Nash's length",
     )
-    stride: int = option(5, "the RLHF route starts a segment every this many rollout steps")
+    stride: int = option(
+        5, "the RLHF route and update=spo start a labelled window every this many rollout steps"
+    )
     members: int = option(1, "ensemble members of the reward or preference model")
     judge_hidden: int = option(64, "width of the judge's two hidden layers")
     judge_actions: Literal["auto", "yes", "no"] = option(
