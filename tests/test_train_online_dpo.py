@@ -101,8 +101,8 @@ def test_one_decode_loop_one_reference_and_one_gradient_forward_per_chunk(tmp_pa
     overrides = ["steps=2", "batch_size=4", "grad_accum=2"]
     trainer, config = tiny_train.make("online-dpo", str(tmp_path), overrides)
     calls = {"sample": [], "logprobs": [], "reference": []}
-    real_logprobs = Policy.logprobs
-    real_reference = Policy.reference_logprobs
+    real_logprobs = Policy.logprobs_and_kl
+    real_reference = Policy.reference_logprobs_and_logits
 
     def counting_sample(policy, ids, mask, *args, **kwargs):
         seeds = [g.initial_seed() for g in kwargs["generator"]]
@@ -120,8 +120,8 @@ def test_one_decode_loop_one_reference_and_one_gradient_forward_per_chunk(tmp_pa
         calls["reference"].append((prompt_ids.shape[0], completion_ids.shape[0]))
         return real_reference(self, prompt_ids, prompt_mask, completion_ids, *args)
 
-    monkeypatch.setattr(Policy, "logprobs", counting_logprobs)
-    monkeypatch.setattr(Policy, "reference_logprobs", counting_reference)
+    monkeypatch.setattr(Policy, "logprobs_and_kl", counting_logprobs)
+    monkeypatch.setattr(Policy, "reference_logprobs_and_logits", counting_reference)
     last = trainer.run(online_dpo.OnlineDPO(trainer, config), "online-dpo")
     # 2 steps × 2 chunks of 2 prompts: each one decode loop over the 2 prompts × 2 samples,
     # one gradient and one reference forward over the 4 completions (each prompt run once)
