@@ -1,8 +1,9 @@
 """Data-parallel training: ``accelerate launch`` with 2 CPU processes (gloo) reproduces 1 process.
 
-The same tiny runs (tests/distributed_run.py; global batch 4, 3 steps) go through plain
-``python`` and through ``accelerate launch --multi_gpu --num_processes 2`` (on a machine
-without GPUs the trainer forms a gloo group on the CPU; ``--cpu`` would start one process).
+The same tiny runs (tests/distributed_run.py; global batch 4, 3 steps) run in the test's own
+process (one torch thread, as every launched process) and through ``accelerate launch
+--multi_gpu --num_processes 2`` (on a machine without GPUs the trainer forms a gloo group on
+the CPU; ``--cpu`` would start one process).
 
 - Same global batch, 1 process with ``grad_accum=1`` (nash-md, ppo, online-dpo): per step the
   logged loss agrees to 1e-5 (absolute), the gradient norm before clipping to 1e-4 (relative:
@@ -14,9 +15,11 @@ without GPUs the trainer forms a gloo group on the CPU; ``--cpu`` would start on
   online-dpo, nash-ema, nash-mp): loss, gradient norm and weights are equal bit for bit.
 
 A last test launches the documented command line, ``accelerate launch ... -m nlhf.cli train
-ppo``, against ``python -m nlhf.cli train ppo``.
+ppo``, against ``nlhf train ppo`` in one process.
 """
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -30,6 +33,8 @@ import pytest
 import torch
 
 import children
+import distributed_run
+from nlhf import cli
 from online_harness import metrics, policy_weights, saved_tensors
 
 HERE = Path(__file__).parent
@@ -51,21 +56,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(*args: str, processes: int, timeout: int = 240) -> subprocess.CompletedProcess:
-    """``python ARGS`` (1 process) or ``accelerate launch --cpu ... ARGS`` (several)."""
+def launch(*args: str, processes: int, timeout: int = 240) -> SimpleNamespace:
+    """``accelerate launch ... ARGS`` with several processes; with one, ``python ARGS`` run in
+    this process (:func:`in_process`: an interpreter start fewer).  ``stdout`` of the run."""
     if processes == 1:
-        command = [sys.executable, *args]
-    else:
-        command = [
-            str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu",
-            "--num_processes", str(processes), "--num_machines", "1",
-            "--mixed_precision", "no", "--dynamo_backend", "no",
-            "--main_process_port", str(free_port()), *args,
-        ]  # fmt: skip
+        return in_process(*args)
+    command = [
+        str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu",
+        "--num_processes", str(processes), "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no",
+        "--main_process_port", str(free_port()), *args,
+    ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as accelerate launch sets it on CPUs
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    return done
+    return SimpleNamespace(stdout=done.stdout)
+
+
+def in_process(*args: str) -> SimpleNamespace:
+    """``python -m nlhf.cli ARGS`` or ``python tests/distributed_run.py ARGS`` in this process,
+    on one torch thread as the launched processes; ``stdout`` of the run."""
+    said, threads = io.StringIO(), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with contextlib.redirect_stdout(said):
+            if args[:2] == ("-m", "nlhf.cli"):
+                code = cli.main(list(args[2:]))
+            else:
+                assert Path(args[0]) == HERE / "distributed_run.py", args[0]
+                code = distributed_run.main(list(args[1:]))
+    finally:
+        torch.set_num_threads(threads)
+    assert not code, said.getvalue()[-2000:]
+    return SimpleNamespace(stdout=said.getvalue())
 
 
 @pytest.fixture(autouse=True)
