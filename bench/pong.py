@@ -4,6 +4,7 @@
     .venv/bin/python bench/pong.py --route ppo --sticky 0.25   # ale-py v5's sticky actions
     .venv/bin/python bench/pong.py --route rlhf --minutes 45 \
         --trainer budget=6000,initial=1000,label_c=1e6,initial_play=50000,chunk=100
+    .venv/bin/python bench/pong.py --head-to-head --tag T      # RLHF's policy against NLHF's
     .venv/bin/python bench/pong.py --table                     # the docs table from the results
 
 Each run trains one policy with one torch thread (pin it with ``taskset -c N`` to run two at
@@ -17,8 +18,12 @@ once) and writes ``bench/results/pong-<route>-sticky<p>[-<tag>].json``:
 3. ``--games`` fresh games of the saved policy (actions sampled, seed + 1): the mean true
    return with its 95% interval, and how many games ended at 0 or above.
 
-``--table`` gathers every ``pong-*.json`` into the block between ``<!-- bench:pong -->`` markers
-of docs/benchmarks.md.  The peer workload (TRL) has no acting-policy trainer, hence no ratio.
+``--head-to-head`` plays the saved policies of ``pong-rlhf-…`` and ``pong-nlhf-…`` (same
+``--sticky`` and ``--tag``) against each other under the oracle labeler (``nlhf control eval``:
+paired 1,000-step continuations of 100 start states) and writes
+``bench/results/h2h-pong-sticky<p>-<tag>.json``.  ``--table`` gathers every ``pong-*.json`` and
+``h2h-pong-*.json`` into the block between ``<!-- bench:pong -->`` markers of
+docs/benchmarks.md.  The peer workload (TRL) has no acting-policy trainer, hence no ratio.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from common import ROOT, record
 
 RESULTS = ROOT / "bench" / "results"
 PONG = dict(n_envs=8, n_steps=128, lr=3e-4, clip=0.2)
+H2H = ("rlhf", "nlhf")
 STEPS = {"ppo": 100_000, "rlhf": 9765, "nlhf": 9765, "nash-md-pg": 8000}  # 10M; 6.4M
 
 
@@ -115,6 +121,43 @@ def run(args: argparse.Namespace) -> None:
     print(json.dumps(result, indent=2))
 
 
+def head_to_head(args: argparse.Namespace) -> None:
+    """P(RLHF's policy ≻ NLHF's) under the oracle labeler, and each one's fresh games."""
+    from nlhf.control.eval_cli import Config, evaluate
+    from nlhf.files import atomic_write_json
+
+    suffix = f"sticky{args.sticky:g}" + (f"-{args.tag}" if args.tag else "")
+    policies = [str(ROOT / "runs" / "bench" / f"pong-{r}-{suffix}" / "policy") for r in H2H]
+    config = Config(
+        policies=policies, env="ALE/Pong-v5", sticky=args.sticky, episodes=args.games,
+        pairs=100, length=1000, seed=args.seed + 1,
+    )  # fmt: skip
+    result = evaluate(config)
+    name = f"h2h-pong-{suffix}"
+    atomic_write_json(RESULTS / f"{name}.json", {"benchmark": name, **result})
+    print(json.dumps(result["head_to_head"], indent=2))
+
+
+def h2h_table() -> list[str]:
+    lines = [
+        "",
+        "Head to head under the oracle labeler (`--head-to-head`): P(RLHF's policy ≻ NLHF's) "
+        "over paired continuations from the same start states.",
+        "",
+        "| runs | sticky | P(rlhf ≻ nlhf) (95% interval) | start states | steps each |",
+        "|---|---:|---|---:|---:|",
+    ]
+    for path in sorted(RESULTS.glob("h2h-pong-*.json")):
+        r = json.loads(path.read_text())
+        (g,) = r["head_to_head"]
+        sticky = r["benchmark"].removeprefix("h2h-pong-sticky").split("-")[0]
+        lines.append(
+            f"| {r['benchmark'].removeprefix('h2h-pong-')} | {sticky} "
+            f"| {g['mean']:.3f} ({g['low']:.3f} to {g['high']:.3f}) | {g['n']} | 1,000 |"
+        )
+    return lines if len(lines) > 5 else []
+
+
 def table() -> None:
     lines = [
         "| route | sticky | minutes | agent steps | labels | passed 0 at | best last-20 mean "
@@ -135,7 +178,7 @@ def table() -> None:
             f"| {g['mean']:+.1f} ({g['low']:+.1f} to {g['high']:+.1f}), {g['at_or_above_0']} "
             f"of {len(g['returns'])} ≥ 0 |"
         )
-    record("pong", {"runs": results}, "\n".join(lines))
+    record("pong", {"runs": results}, "\n".join(lines + h2h_table()))
 
 
 def main() -> None:
@@ -148,9 +191,17 @@ def main() -> None:
     parser.add_argument("--trainer", action="append", default=[], help="key=value route field")
     parser.add_argument("--tag", default="", help="suffix of the result's name")
     parser.add_argument("--table", action="store_true", help="only rebuild the docs table")
+    parser.add_argument(
+        "--head-to-head", action="store_true", help="RLHF's saved policy against NLHF's (--tag)"
+    )
     args = parser.parse_args()
     args.trainer = [item for group in args.trainer for item in group.split(",") if item]
-    table() if args.table else run(args)
+    if args.table:
+        table()
+    elif args.head_to_head:
+        head_to_head(args)
+    else:
+        run(args)
 
 
 if __name__ == "__main__":

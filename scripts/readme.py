@@ -6,9 +6,10 @@
 Fills the block between the ``<!-- demo:lm -->`` and ``<!-- /demo:lm -->`` markers (on
 ``docs/results/demo.md``) with the run's command line, wall time, verdicts, judge table,
 training table and tournament tables (the sections of nlhf.demo.report, from the run's files),
-the README's ``<!-- demo:headline -->`` block with the verdicts and the heat map, and copies
-the run's heat map and training curves to ``docs/images/demo-heatmap.png`` and
-``docs/images/demo-curves.png``.  The run folder is what ``nlhf demo`` (``make demo``) wrote;
+the README's ``<!-- demo:headline -->`` block with the verdicts (at matched KL first) and the
+frontier plot (the heat map where the run has no frontier), and copies the run's heat map,
+training curves and frontier to ``docs/images/demo-heatmap.png``, ``demo-curves.png`` and
+``demo-frontier.png``.  The run folder is what ``nlhf demo`` (``make demo``) wrote;
 a run of ``nlhf demo --all-methods`` fills the ``<!-- demo:all -->`` block
 (``docs/results/all-methods.md``) and its images are ``docs/images/demo-all-*.png``.
 
@@ -28,8 +29,16 @@ from functools import partial
 from pathlib import Path
 
 from nlhf.demo.plan import methods
-from nlhf.demo.report import CURVES, judges_section, pairs, tournament_section, training_section
+from nlhf.demo.report import (
+    CURVES,
+    judges_section,
+    pairs,
+    tournament_section,
+    training_section,
+    verdicts,
+)
 from nlhf.demo.run import RUN
+from nlhf.demo.stages import FRONTIER
 from nlhf.files import atomic_write_text
 from nlhf.reporting import read_metrics, verdict_lines
 from nlhf.resumable import RunFolder
@@ -76,7 +85,11 @@ def summary(layout: RunFolder, images: str, prefix: str = "demo") -> str:
                 else "):"
             ),
             "",
-            *verdict_lines(tournament, pairs(names, each_other=not config.all_methods)),
+            *(
+                verdict_lines(tournament, pairs(names, each_other=False))
+                if config.all_methods
+                else verdicts(config, layout)
+            ),
             "",
             *judges_section(layout),
             "",
@@ -90,9 +103,11 @@ def summary(layout: RunFolder, images: str, prefix: str = "demo") -> str:
 
 
 def headline(layout: RunFolder, images: str) -> str:
-    """The README's block: the verdicts of the latest ``nlhf demo`` and its heat map."""
-    verdicts = [line for line in summary(layout, images).splitlines() if line.startswith("- `")]
-    return "\n".join([*verdicts, "", f"![win-rate heat map]({images}/demo-heatmap.png)"])
+    """The README's block: the latest demo's verdicts (at matched KL first), heat map."""
+    said = verdicts(RUN.saved_config(layout), layout)
+    if (layout.root / FRONTIER / "frontier.png").exists():
+        return "\n".join([*said, "", f"![win rate against KL]({images}/demo-frontier.png)"])
+    return "\n".join([*said, "", f"![win-rate heat map]({images}/demo-heatmap.png)"])
 
 
 def update_readme(run: Path, readme: Path) -> None:
@@ -110,6 +125,8 @@ def update_readme(run: Path, readme: Path) -> None:
     images.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(layout.tournament / "heatmap.png", images / f"{prefix}-heatmap.png")
     shutil.copyfile(layout.root / CURVES, images / f"{prefix}-curves.png")
+    if (layout.root / FRONTIER / "frontier.png").exists():
+        shutil.copyfile(layout.root / FRONTIER / "frontier.png", images / f"{prefix}-frontier.png")
     filled = 0
     for page in [readme, *sorted((root / "docs").rglob("*.md"))]:
         text = new = page.read_text()

@@ -148,6 +148,14 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys, args, needle):
     assert err.count("\n") == 1 and needle in err, err
 
 
+def test_eval_plays_at_the_sticky_setting_it_is_given(trained, capsys):
+    policy = str(trained / "policy")
+    args = ["control", "eval", "--policies", policy, "--episodes", "2", "--sticky", "0.25"]
+    assert cli.main(args) == 2  # CartPole has no sticky actions: refused, not ignored
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sticky: CartPole-v1 has no sticky actions" in err, err
+
+
 def test_eval_refuses_a_policy_given_twice(capsys):
     assert cli.main(["control", "eval", "--policies", "a/policy,b,a/policy"]) == 2
     err = capsys.readouterr().err

@@ -247,6 +247,7 @@ def test_interrupted_demo_resumes_and_writes_the_report(tmp_path, tiny_models):
     text = readme.read_text()
     assert "old" not in text and text.startswith("intro") and text.endswith("rest\n")
     assert "P(nash-md ≻ reference)" in text and "| P(row ≻ col) |" in text
+    assert "At matched KL" in text and "The final policies, each at its own KL (nats: ppo" in text
     assert "docs/images/demo-heatmap.png" in text
     assert (tmp_path / "docs" / "images" / "demo-curves.png").exists()
     budget = 60 * MINUTES

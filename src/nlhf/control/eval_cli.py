@@ -47,6 +47,11 @@ class Config(Checked):
     policies: list[str] = option([], "policy folders (model.safetensors + config.json), 1 or more")
     env: str = option("CartPole-v1", "gymnasium id the policies play")
     episodes: int = option(100, "episodes per policy for the true return")
+    sticky: float | None = option(
+        None,
+        "probability that the game repeats the previous action (Atari default 0; evaluate at "
+        "the setting the policies trained at, ale-py's v5 default is 0.25)",
+    )
     labeler: str = option(
         "oracle", "labeler of the head-to-head comparisons: oracle, a B-Pref teacher, population"
     )
@@ -68,10 +73,18 @@ class Config(Checked):
 
 
 def head_to_head(
-    a: Any, b: Any, env_id: str, labeler: Any, pairs: int, warmup: int, length: int, seed: int
+    a: Any,
+    b: Any,
+    env_id: str,
+    labeler: Any,
+    pairs: int,
+    warmup: int,
+    length: int,
+    seed: int,
+    sticky: float | None = None,
 ) -> list[float]:
     """P(A ≻ B) under ``labeler`` at each of ``pairs`` start states (module doc, step 2)."""
-    runner = Runner(env_id, 2 * pairs, seed)
+    runner = Runner(env_id, 2 * pairs, seed, sticky=sticky)
     first = torch.arange(2 * pairs) % 4 < 2  # states 0, 2, … reached by A; 1, 3, … by B
 
     def driven(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,10 +118,12 @@ def evaluate(config: Config) -> dict[str, Any]:
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     labeler = make_labeler(config.labeler, **parse_options(config.labeler_options))
     if config.pairs and len(config.policies) > 1:  # the head-to-head continues saved states
-        check_restorable(config.env)
+        check_restorable(config.env, config.sticky)
     policies = [ActingPolicy.load(p) for p in config.policies]
     returns = {
-        path: mean_interval(episode_returns(p, config.env, config.episodes, config.seed)).as_dict()
+        path: mean_interval(
+            episode_returns(p, config.env, config.episodes, config.seed, sticky=config.sticky)
+        ).as_dict()
         for path, p in zip(config.policies, policies, strict=True)
     }
     games = []
@@ -118,7 +133,7 @@ def evaluate(config: Config) -> dict[str, Any]:
                 continue
             p = head_to_head(
                 policies[i], policies[j], config.env, labeler, config.pairs, config.warmup,
-                config.length, config.seed,
+                config.length, config.seed, config.sticky,
             )  # fmt: skip
             rate = mean_interval(np.asarray(p), bounds=(0.0, 1.0)).as_dict()
             games.append({"a": config.policies[i], "b": config.policies[j], **rate})

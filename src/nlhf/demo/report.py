@@ -160,6 +160,36 @@ def frontier_section(frontier: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
+def final_kl(tournament: dict[str, Any]) -> str:
+    """Each trained policy's exact KL(π‖μ) in the tournament, e.g. "ppo 2.5, nash-md 8.1"."""
+    kls = [(p["name"], p.get("kl")) for p in tournament["policies"] if p["name"] != "reference"]
+    return ", ".join(
+        f"{name} {kl['mean']:.2f}" for name, kl in kls if kl and kl["mean"] is not None
+    )
+
+
+def verdicts(config: Config, layout: RunFolder) -> list[str]:
+    """The run's verdicts: at matched KL first (from the frontier stage, where it ran), then
+    the final policies', each at the KL it ended at."""
+    tournament = json.loads((layout.tournament / "tournament.json").read_text())
+    plain = [m.name for m in plain_methods(config, layout)]
+    said = verdict_lines(tournament, pairs(plain))
+    saved = layout.root / FRONTIER / "frontier.json"
+    if not saved.exists():
+        return said
+    frontier = json.loads(saved.read_text())
+    kl = final_kl(tournament)
+    return [
+        "At matched KL (VADER; the KL each side had in parentheses):",
+        "",
+        *frontier_verdicts(frontier["matched"], frontier["dominance"]),
+        "",
+        "The final policies, each at its own KL" + (f" (nats: {kl})" if kl else "") + ":",
+        "",
+        *said,
+    ]
+
+
 def report(config: Config, layout: RunFolder) -> Report:
     """The verdicts and sections of ``report.md`` (and ``curves.png``) of a finished run."""
     tournament = json.loads((layout.tournament / "tournament.json").read_text())
@@ -169,21 +199,9 @@ def report(config: Config, layout: RunFolder) -> Report:
     curves = {m.name: read_metrics(layout.policy(m.name) / "metrics.jsonl") for m in chosen}
     plot_curves(curves, layout.root / CURVES)
     completions = [(p["name"], p["samples"]) for p in tournament["policies"]]
-    plain = [m.name for m in plain_methods(config, layout)]
-    said = verdict_lines(tournament, pairs(plain))
-    if frontier is not None:
-        said = [
-            "At matched KL (VADER; the KL each side had in parentheses):",
-            "",
-            *frontier_verdicts(frontier["matched"], frontier["dominance"]),
-            "",
-            "The final policies, each at its own KL (the tournament's table gives it):",
-            "",
-            *said,
-        ]
     return Report(
         "RLHF against NLHF on SmolLM2-135M-Instruct",
-        said,
+        verdicts(config, layout),
         [
             ("Judges trained on human labels", judges_section(layout)),
             (
