@@ -132,7 +132,7 @@ def head_to_head(args: argparse.Namespace) -> None:
         policies=policies, env="ALE/Pong-v5", sticky=args.sticky, episodes=args.games,
         pairs=100, length=1000, seed=args.seed + 1,
     )  # fmt: skip
-    result = evaluate(config)
+    result = json.loads(json.dumps(evaluate(config)).replace(f"{ROOT}/", ""))  # no machine path
     name = f"h2h-pong-{suffix}"
     atomic_write_json(RESULTS / f"{name}.json", {"benchmark": name, **result})
     print(json.dumps(result["head_to_head"], indent=2))
