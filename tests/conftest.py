@@ -15,6 +15,9 @@ found it.
   torch's compile cache, which every process importing ``torch._dynamo`` (transformers does)
   creates as ``$TMPDIR/torchinductor_<user>``, goes to ``<basetemp>/torchinductor`` unless
   ``TORCHINDUCTOR_CACHE_DIR`` is set already.
+- bf16: ``NLHF_CPU_BF16=0``, so ``dtype=auto`` and ``reference_dtype=auto`` mean float32 on
+  every CPU (with or without AVX-512 BF16 or AMX) and the expected numbers hold anywhere; the
+  bf16 paths are tested by name.
 - Workers: under ``pytest -n N`` (pytest-xdist, as ``make test`` runs) each worker and what it
   launches use one torch/OpenMP thread, so N workers share the cores instead of fighting over
   them; a plain ``pytest`` keeps torch's default.  No test depends on which.
@@ -69,6 +72,8 @@ def pytest_sessionstart(session):
     tempfile.tempdir = str(temp)
     # read when torch._dynamo is first imported: after this, at collection or later
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(base / "torchinductor"))
+    # dtype=auto means float32 on every CPU, so that no result depends on the machine's bf16
+    os.environ["NLHF_CPU_BF16"] = "0"
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ["OMP_NUM_THREADS"] = "1"
         import torch

@@ -28,6 +28,7 @@ Log-probs are fp32, of the unmodified (temperature 1) model, with left-padded pr
 from __future__ import annotations
 
 import copy
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,10 +59,14 @@ MAGNET = "magnet"
 def has_fast_bfloat16(device: str | None = None) -> bool:
     """Whether bfloat16 matrix products run natively on ``device`` (default: CUDA when
     available, else the CPU): a CUDA GPU that supports bf16, or a CPU with AVX-512 BF16 or
-    AMX units.  Elsewhere bf16 is emulated and slower than float32."""
+    AMX units.  Elsewhere bf16 is emulated and slower than float32.  ``NLHF_CPU_BF16=0`` in
+    the environment says no for every CPU (so that ``auto`` means float32 on any machine, as
+    the test suite sets it)."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda"):
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if os.environ.get("NLHF_CPU_BF16") == "0":
+        return False
     cpu = torch.backends.cpu
     capability = cpu.get_cpu_capability() if hasattr(cpu, "get_cpu_capability") else ""
     checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
