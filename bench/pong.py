@@ -139,23 +139,26 @@ def head_to_head(args: argparse.Namespace) -> None:
 
 
 def h2h_table() -> list[str]:
-    lines = [
+    rows = []
+    for path in sorted(RESULTS.glob("h2h-pong-*.json")):
+        r = json.loads(path.read_text())
+        (g,) = r["head_to_head"]
+        sticky = r["benchmark"].removeprefix("h2h-pong-sticky").split("-")[0]
+        rows.append(
+            f"| {r['benchmark'].removeprefix('h2h-pong-')} | {sticky} "
+            f"| {g['mean']:.3f} ({g['low']:.3f} to {g['high']:.3f}) | {g['n']} | 1,000 |"
+        )
+    if not rows:
+        return []
+    return [
         "",
         "Head to head under the oracle labeler (`--head-to-head`): P(RLHF's policy ≻ NLHF's) "
         "over paired continuations from the same start states.",
         "",
         "| runs | sticky | P(rlhf ≻ nlhf) (95% interval) | start states | steps each |",
         "|---|---:|---|---:|---:|",
+        *rows,
     ]
-    for path in sorted(RESULTS.glob("h2h-pong-*.json")):
-        r = json.loads(path.read_text())
-        (g,) = r["head_to_head"]
-        sticky = r["benchmark"].removeprefix("h2h-pong-sticky").split("-")[0]
-        lines.append(
-            f"| {r['benchmark'].removeprefix('h2h-pong-')} | {sticky} "
-            f"| {g['mean']:.3f} ({g['low']:.3f} to {g['high']:.3f}) | {g['n']} | 1,000 |"
-        )
-    return lines if len(lines) > 5 else []
 
 
 def table() -> None:

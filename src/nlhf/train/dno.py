@@ -152,10 +152,7 @@ class DNO(IterativeAlgorithm):
             loss = policy.logprobs(batch.ids, batch.mask, out.tokens, out.mask).sum() * 0.0
         # forwards every process runs, before a non-finite judgement stops the step: the
         # exact KL of every completion, π's logits without gradient against μ's
-        ref_logits = group.take_ref_logits(policy, batch)
-        with torch.no_grad():
-            _, kl = policy.logprobs_and_kl(batch.ids, batch.mask, out.tokens, out.mask, ref_logits)
-        del ref_logits
+        kl = group.exact_kl(policy, batch)
         if not torch.isfinite(data["win"]).all():
             raise NonFiniteError("judge preference")
         t3 = time.perf_counter()

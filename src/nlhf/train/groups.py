@@ -42,6 +42,16 @@ class CompletionGroup:
             )
         return logits
 
+    @torch.no_grad()
+    def exact_kl(self, policy: Any, batch: Any) -> torch.Tensor:
+        """Each completion's exact KL(π‖μ) (K·B,): a no-gradient forward of π against μ's
+        logits (:meth:`take_ref_logits`), for trainers whose gradient forward covers only
+        some of the completions."""
+        ref_logits = self.take_ref_logits(policy, batch)
+        return policy.logprobs_and_kl(
+            batch.ids, batch.mask, self.out.tokens, self.out.mask, ref_logits
+        )[1]
+
 
 def sample_group(
     policy: Any, config: Any, batch: Any, step: int, k: int, keep_logits: bool = False

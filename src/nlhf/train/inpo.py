@@ -146,10 +146,7 @@ class INPO(IterativeAlgorithm):
         logps = policy.logprobs(batch.ids, batch.mask, out.tokens[pick], out.mask[pick]).sum(-1)
         # forwards every process runs, before a non-finite judgement stops the step: the
         # exact KL of every completion, π's logits without gradient against μ's
-        ref_logits = group.take_ref_logits(policy, batch)
-        with torch.no_grad():
-            _, kl = policy.logprobs_and_kl(batch.ids, batch.mask, out.tokens, out.mask, ref_logits)
-        del ref_logits
+        kl = group.exact_kl(policy, batch)
         if not torch.isfinite(p_chosen).all():  # after the forward every process runs
             raise NonFiniteError("judge preference")
         ref = ref_tokens.sum(-1)[pick]
