@@ -235,7 +235,7 @@ LOCKSTEP = """
 import torch
 from nlhf.models import Policy, PolicyConfig, sample
 from nlhf.models.tiny import tiny_byte_lm
-from nlhf.train.distributed import Processes
+from nlhf.train.distributed import Processes, leave_group_at_exit
 from nlhf.train.sharding import shard_policy
 
 procs = Processes()
@@ -248,7 +248,7 @@ out = sample(policy, ids, torch.ones_like(ids), 6, eos_token_id=eos,
              generator=torch.Generator().manual_seed(0))
 print(f"RANK {procs.index} lengths {out.lengths.tolist()}", flush=True)
 procs.barrier()
-torch.distributed.destroy_process_group()
+leave_group_at_exit()()  # the library's teardown: a bare destroy can abort the sharded process
 """
 
 
