@@ -153,6 +153,7 @@ def test_the_decoy_experiment_runs_on_tiny_models_and_resumes(tmp_path, tiny_mod
     stages = list(json.loads((out / "stages.json").read_text()))
     cells = [f"{s} rho={v}" for v in ("0.05", "0.45")
              for s in ["labels", "judges", *[f"train {r}" for r in ROUTES], "measure"]]  # fmt: skip
+    cells.remove("train nash-md-exact rho=0.45")  # its judge, P, is ρ=0.05's: that run serves
     assert stages == ["question", "reference types", "predictions", *cells]
     layout = ChoiceLayout(out)
     predictions = json.loads(layout.predictions.read_text())
@@ -162,6 +163,9 @@ def test_the_decoy_experiment_runs_on_tiny_models_and_resumes(tmp_path, tiny_mod
     assert len(written) == 32 and all(r["chosen"] != r["rejected"] for r in written)
     m = json.loads((layout.cell(0.45) / "measurement.json").read_text())
     assert set(m["policies"]) == set(ROUTES)
+    shared = json.loads((layout.cell(0.05) / "measurement.json").read_text())["policies"]
+    assert m["policies"]["nash-md-exact"]["examples"] == shared["nash-md-exact"]["examples"]
+    assert not (layout.cell(0.45) / "policies" / "nash-md-exact").exists()
     assert all(sum(p["counts"]) == 20 for p in m["policies"].values())
     report = (out / "report.md").read_text()
     for part in ("## Verdict", "## 1. The prediction, written before training",

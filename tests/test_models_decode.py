@@ -160,7 +160,7 @@ def test_the_static_cache_fills_every_block_and_appends_in_place():
     like = torch.zeros(1)
     cache = StaticCache(layers=1, rows=4, heads=2, capacity=5, head_dim=3, like=like)
     keys = torch.randn(2, 2, 3, 3)
-    cache.fill(0, keys, keys + 1)
+    cache.fill(0, keys, keys + 1, torch.arange(2))
     assert torch.equal(cache.keys[0][:2, :, :3], keys)
     assert torch.equal(cache.keys[0][2:, :, :3], keys)
     assert torch.equal(cache.values[0][2:, :, :3], keys + 1)
@@ -169,6 +169,31 @@ def test_the_static_cache_fills_every_block_and_appends_in_place():
     k, _ = cache.append(0, new, new, slot=3)
     assert k.shape == (4, 2, 4, 3) and torch.equal(k[:, :, 3:], new)
     assert cache.keys[0].data_ptr() == storage
+    cache.fill(0, keys[:1], keys[:1], torch.zeros(2, dtype=torch.long))  # one prompt, two rows
+    assert all(torch.equal(cache.keys[0][r, :, :3], keys[0]) for r in range(4))
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("decoder", ["lean", "transformers"])
+def test_a_repeated_prompt_is_prefilled_once_and_samples_as_separate_rows(kind, decoder):
+    """Rows that repeat a prompt share its prefill and sample exactly what they sample
+    beside a different prompt, on both decode paths."""
+    ids, mask = prompts()
+    repeated_ids, repeated_mask = ids[[0, 1, 0, 0]], mask[[0, 1, 0, 0]]
+    lm = model(kind)
+    gens = lambda: [torch.Generator().manual_seed(s) for s in (5, 6, 7, 8)]  # noqa: E731
+    together = sample(lm, repeated_ids, repeated_mask, 6, generator=gens(), decoder=decoder)
+    for r, g in enumerate(gens()):
+        alone = sample(
+            lm, repeated_ids[r : r + 1], repeated_mask[r : r + 1], 6, generator=[g], decoder=decoder
+        )
+        assert torch.equal(together.tokens[r, : alone.tokens.shape[1]], alone.tokens[0])
+        torch.testing.assert_close(
+            together.policy_logprobs[r, : alone.tokens.shape[1]],
+            alone.policy_logprobs[0],
+            atol=1e-5,
+            rtol=1e-5,
+        )
 
 
 def test_an_unknown_decoder_is_refused():

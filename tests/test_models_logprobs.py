@@ -14,6 +14,7 @@ from nlhf.models.logprobs import (
     completion_logprobs_and_kl,
     completion_logprobs_and_logits,
     logits_kl,
+    shared_prompts,
 )
 from nlhf.models.sampling import sample
 from nlhf.models.tiny import tiny_causal_lm
@@ -116,6 +117,34 @@ def test_the_kl_from_the_gradient_forward_equals_completion_kl_and_keeps_the_gra
     torch.testing.assert_close(lp, plain)
     grads = [torch.autograd.grad(x.sum(), pi.lm_head.weight)[0] for x in (lp, plain)]
     torch.testing.assert_close(grads[0], grads[1])
+
+
+def test_repeated_prompt_rows_run_once_with_the_same_logits_and_gradient():
+    """Prompt rows that repeat (the same prompt for several completions, in any order) share
+    one prompt forward: logits and gradient equal each row's own forward."""
+    pi, _ = models()
+    ids = torch.tensor([[0, 3, 4], [5, 2, 1], [0, 3, 4], [0, 3, 4]])
+    mask = torch.tensor([[0, 1, 1], [1, 1, 1], [0, 1, 1], [0, 1, 1]])
+    tokens = torch.randint(1, VOCAB, (4, 3), generator=torch.Generator().manual_seed(1))
+    cmask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]])
+    together = completion_logits(pi, ids, mask, tokens, cmask)
+    alone = torch.cat(
+        [
+            completion_logits(
+                pi, ids[r : r + 1], mask[r : r + 1], tokens[r : r + 1], cmask[r : r + 1]
+            )
+            for r in range(4)
+        ]
+    )
+    torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-5)
+    weights = pi.lm_head.weight
+    grads = [
+        torch.autograd.grad(x[cmask.bool()].logsumexp(-1).sum(), weights)[0]
+        for x in (together, alone)
+    ]
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-5)
+    assert shared_prompts(ids, mask, 4)[0].shape[0] == 2  # two distinct prompts ran
+    assert shared_prompts(ids[:2], mask[:2], 2) is None  # distinct rows: nothing to share
 
 
 def test_the_kl_of_logits_in_chunks_of_rows_equals_one_chunk():

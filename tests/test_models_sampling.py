@@ -7,7 +7,7 @@ import torch
 
 from nlhf.models import Policy, PolicyConfig, mixture_logits, row_generators, sample, sample_pair
 from nlhf.models.lm import AdapterDisabled
-from nlhf.models.logprobs import completion_logprobs, position_ids_from_mask
+from nlhf.models.logprobs import completion_kl, completion_logprobs, position_ids_from_mask
 from nlhf.models.tiny import tiny_causal_lm
 
 KINDS = ["gpt2", "llama"]
@@ -78,7 +78,8 @@ def full_forward_mixture(policy: Policy, ids, mask, out, beta: float) -> torch.T
 
 
 def assert_matches_fresh_forward(policy: Policy, ids, mask, out, beta: float) -> None:
-    """Recorded policy / reference / sampling log-probs equal fresh full forwards to 1e-5."""
+    """Recorded policy / reference / sampling log-probs and the exact KL along each row equal
+    fresh full forwards to 1e-5."""
     close = {"atol": 1e-5, "rtol": 0}
     torch.testing.assert_close(
         out.policy_logprobs, policy.logprobs(ids, mask, out.tokens, out.mask).detach(), **close
@@ -89,6 +90,10 @@ def assert_matches_fresh_forward(policy: Policy, ids, mask, out, beta: float) ->
     torch.testing.assert_close(
         out.sampling_logprobs, full_forward_mixture(policy, ids, mask, out, beta), **close
     )
+    kl = completion_kl(policy.model, policy.reference, ids, mask, out.tokens, out.mask)
+    assert float(kl.min()) > 0.0  # π ≠ μ on every row
+    torch.testing.assert_close(out.exact_kl.sum(-1), kl, **close)
+    assert bool((out.exact_kl[out.mask == 0] == 0).all())
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -103,6 +108,21 @@ def test_pair_logprobs_equal_a_fresh_forward(kind):
     assert_matches_fresh_forward(policy, ids, mask, y, 0.0)
     assert_matches_fresh_forward(policy, ids, mask, y_mix, 0.3)
     torch.testing.assert_close(y.sampling_logprobs, y.policy_logprobs)
+
+
+@pytest.mark.parametrize("make", [full_policy, lora_policy])
+def test_repeated_prompt_rows_record_what_a_fresh_forward_gives(make):
+    """Rows that repeat a prompt share one prefill (fused LoRA and lean paths alike) and
+    still record the log-probs and KL of a fresh forward."""
+    policy = make("llama")
+    _, ids, mask = prompts()
+    ids, mask = ids[[0, 1, 0, 0]], mask[[0, 1, 0, 0]]
+    y, y_mix = sample_pair(
+        policy, ids, mask, 8, reference=policy.reference, beta=0.3, generator=gen()
+    )
+    assert_matches_fresh_forward(policy, ids, mask, y, 0.0)
+    assert_matches_fresh_forward(policy, ids, mask, y_mix, 0.3)
+    assert not torch.equal(y.tokens[0], y.tokens[2])  # same prompt, own draws
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -128,6 +128,37 @@ def test_values_sit_at_the_state_before_each_token_and_logprobs_match(tmp_path):
     assert (a[:, 3] - b[:, 3]).abs().min() > 0
 
 
+def test_repeated_prompts_run_once_and_give_the_same_values_logprobs_and_gradients(tmp_path):
+    """A batch whose prompt rows repeat (one prompt, several completions) runs each prompt
+    once; its log-probs, values, entropies and gradients equal those of every row on its own."""
+    trainer, config = make(tmp_path, lora_r=4, value_trunk="shared")
+    algo = ppo.PPO(trainer, config)
+    torch.nn.init.normal_(algo.head.linear.weight)
+    policy = trainer.policy
+    ids, mask = tokenize(policy.tokenizer, [PROMPTS[0], PROMPTS[1], PROMPTS[0]], policy.device)
+    y = sample(policy, ids, mask, 4, generator=torch.Generator().manual_seed(0))
+    params = [*policy.trainable_parameters(), *algo.head.parameters()]
+
+    def run(parts):
+        out = [algo.forward(ids[p], mask[p], y.tokens[p], y.mask[p]) for p in parts]
+        fields = [
+            torch.cat([getattr(o, f) for o in out]) for f in ("logprobs", "values", "entropy")
+        ]
+        loss = fields[0].sum() + fields[1].pow(2).sum()
+        return fields, torch.autograd.grad(loss, params, allow_unused=True)
+
+    together, grads = run([slice(0, 3)])
+    alone, alone_grads = run([slice(r, r + 1) for r in range(3)])
+    for a, b in zip(together, alone, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    for a, b in zip(grads, alone_grads, strict=True):
+        if a is None or b is None:
+            assert a is None and b is None
+        else:
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert any(g is not None and g.abs().sum() > 0 for g in grads[:-2])
+
+
 @pytest.mark.parametrize("trunk", ["shared", "detached"])
 def test_value_loss_reaches_the_lora_adapter_only_with_a_shared_trunk(tmp_path, trunk):
     trainer, config = make(tmp_path, lora_r=4, value_trunk=trunk)

@@ -13,9 +13,12 @@ as named peft adapters (one base model in memory however many adapters share it)
 reference is the adapter-disabled view.  Adapters on another base load that base once per
 group; full models load one at a time and are freed after sampling.
 
+Each decode holds whole prompts with all their samples (or one prompt's samples, when they
+exceed a batch), so a prompt is prefilled once per decode rather than once per sample.
+
 KL to the reference, of each completion: exact, Σ over its positions of KL(π(·|x, y_<t) ‖
-μ(·|x, y_<t)) over the whole vocabulary (:func:`nlhf.models.logprobs.completion_kl`, one more
-no-gradient forward of the policy and of the reference; Tang et al. 2024, App. D), and the
+μ(·|x, y_<t)) over the whole vocabulary, read from the decode loop's own logits
+(``SampleOutput.exact_kl``; Tang et al. 2024, App. D), and the
 sampled Σ_t log π(y_t) − log μ(y_t) from the log-probs the sampler records (same
 expectation at temperature 1, noisier); 0 for the reference itself; None when no reference
 is known or its vocabulary differs.
@@ -36,7 +39,6 @@ from tqdm.auto import tqdm
 from nlhf.config import Checked, option
 from nlhf.eval.entrants import Entrant, same_model, same_vocabulary
 from nlhf.models.lm import AdapterDisabled, hf_model, load_causal_lm, load_tokenizer
-from nlhf.models.logprobs import completion_kl
 from nlhf.models.sampling import row_generators, sample
 from nlhf.models.text import decode_completions, eos_token_ids, pad_token_id, tokenize_prompts
 
@@ -97,7 +99,6 @@ def sample_policy(
     """
     S = settings.samples_per_prompt
     n = len(prompts)
-    rows = [(i, j) for i in range(n) for j in range(S)]
     texts = [[""] * S for _ in range(n)]
     lengths = np.zeros((n, S), dtype=np.int64)
     kl = np.zeros((n, S)) if measure_kl else None
@@ -105,9 +106,9 @@ def sample_policy(
     device = next(iter(_parameters(model))).device
     eos = eos_token_ids(_hf(model), tokenizer)
     pad = pad_token_id(_hf(model), tokenizer)
-    for start in range(0, len(rows), settings.batch_size):
-        chunk = rows[start : start + settings.batch_size]
-        ids, mask = tokenize_prompts(tokenizer, [prompts[i] for i, _ in chunk], device)
+    for block, samples in _blocks(n, S, settings.batch_size):
+        ids, mask = tokenize_prompts(tokenizer, [prompts[i] for i in block], device)
+        chunk = [(i, j) for j in samples for i in block]  # output row order of num_samples
         generators = [row_generators(settings.seed, j, [i], salt=salt)[0] for i, j in chunk]
         out = sample(
             model,
@@ -120,13 +121,13 @@ def sample_policy(
             top_p=settings.top_p,
             eos_token_id=eos,
             pad_token_id=pad,
+            num_samples=len(samples),
         )
         decoded = decode_completions(tokenizer, out.tokens, out.mask)
         row_kl = row_sampled = None
         if reference is not None and kl is not None:
             row_sampled = (out.policy_logprobs - out.ref_logprobs).sum(-1).double().cpu().numpy()
-            exact = completion_kl(model, reference, ids, mask, out.tokens, out.mask)
-            row_kl = exact.double().cpu().numpy()
+            row_kl = out.exact_kl.sum(-1).double().cpu().numpy()
         for r, (i, j) in enumerate(chunk):
             texts[i][j] = decoded[r]
             lengths[i, j] = int(out.lengths[r])
@@ -135,6 +136,21 @@ def sample_policy(
         if advance is not None:
             advance(len(chunk))
     return Completions(name, texts, lengths, kl, kl_sampled)
+
+
+def _blocks(prompts: int, samples: int, batch_size: int):
+    """(prompt indices, sample indices) of each decode: whole prompts with all their samples
+    when those fit a batch, else one prompt's samples in batch-sized runs, so each prompt is
+    prefilled once per decode (every row keeps its own generator, so batching leaves the
+    texts as they are)."""
+    if samples <= batch_size:
+        per = batch_size // samples
+        for start in range(0, prompts, per):
+            yield list(range(start, min(start + per, prompts))), list(range(samples))
+        return
+    for i in range(prompts):
+        for start in range(0, samples, batch_size):
+            yield [i], list(range(start, min(start + batch_size, samples)))
 
 
 def _hf(model: Any) -> Any:

@@ -33,7 +33,13 @@ from nlhf.experiment.choice_measure import (
     total_variation,
     worst,
 )
-from nlhf.experiment.choice_stages import cell_name, measurement, question, reference
+from nlhf.experiment.choice_stages import (
+    cell_name,
+    measurement,
+    question,
+    reference,
+    trained_in,
+)
 from nlhf.reporting import Report, draw_lines, figure, read_metrics, save_png, training_table
 from nlhf.resumable import RunFolder
 from nlhf.tabular.lottery import head_to_head
@@ -390,12 +396,27 @@ def training_section(config: ChoiceConfig, layout: ChoiceLayout) -> list[str]:
     for value in config.cells:
         for route in config.routes:
             name = f"{route} {cell_name(config, value)}"
+            if trained_in(config, value, route) != value:
+                continue  # the same run as an earlier cell's
             curves[name] = read_metrics(layout.cell(value) / "policies" / route / "metrics.jsonl")
             titles[name] = f"{ROUTE_TITLES[route]} ({symbol(config)} = {value:g})"
     per_step = dict.fromkeys(curves, config.batch_size)
+    dial = symbol(config)
+    shared = [
+        f"{route} at {dial} = {v:g} is the run of {dial} = {trained_in(config, v, route):g}"
+        for v in config.cells
+        for route in config.routes
+        if trained_in(config, v, route) != v
+    ]
+    note = (
+        " The exact Nash control's judge is the population's P, the same in cells whose P is "
+        "the same, so one run serves them: " + "; ".join(shared) + "."
+        if shared
+        else ""
+    )
     return [
         f"Every route trains a LoRA adapter (r = {config.lora_r}) on the one question for "
-        f"{config.steps} steps of {config.batch_size} completions.",
+        f"{config.steps} steps of {config.batch_size} completions.{note}",
         "",
         *training_table(curves, titles, per_step, layout.finished()),
     ]

@@ -66,6 +66,21 @@ def cell_name(config: ChoiceConfig, value: float) -> str:
     return f"{dial(config)}={value:g}"
 
 
+def trained_in(config: ChoiceConfig, value: float, route: str) -> float:
+    """The cell whose run of ``route`` serves cell ``value``: its own, except for the exact
+    Nash control, whose judge is the population's P and not the cell's pairs: the first cell
+    with the same P trains it for all (one run for every decoy cell, where P is w's alone)."""
+    if route != "nash-md-exact":
+        return value
+    P = cell_game(config, value)[0]
+    return next(v for v in config.cells if np.array_equal(cell_game(config, v)[0], P))
+
+
+def policy_folder(config: ChoiceConfig, layout: ChoiceLayout, value: float, route: str):
+    """The folder of the policy cell ``value`` measures for ``route``."""
+    return RunFolder(layout.cell(trained_in(config, value, route))).policy(route)
+
+
 def question(layout: ChoiceLayout) -> dict[str, Any]:
     return json.loads(layout.question.read_text())
 
@@ -242,7 +257,7 @@ def measure(config: ChoiceConfig, layout: ChoiceLayout, value: float) -> dict[st
     """``measure_samples`` completions of every trained policy: their types, their mean
     sampled KL to the reference; the learned judges read per type."""
     folder = RunFolder(layout.cell(value))
-    specs = [f"{r}={folder.policy(r) / 'policy'}" for r in config.routes]
+    specs = [f"{r}={policy_folder(config, layout, value, r) / 'policy'}" for r in config.routes]
     entrants, ref_path = parse_entrants(
         specs if len(specs) > 1 else [*specs, "reference"], config.policy
     )
@@ -284,6 +299,7 @@ def stages(config: ChoiceConfig, layout: ChoiceLayout) -> Stages:
             judges = cell_judge_configs(config, RunFolder(layout.cell(v)))
             found[f"judges {name}"] = lambda judges=judges: train_judges(judges)
         for r in config.routes:
-            found[f"train {r} {name}"] = lambda v=v, r=r: train_route(config, layout, v, r)
+            if trained_in(config, v, r) == v:  # else an earlier cell's run serves this one
+                found[f"train {r} {name}"] = lambda v=v, r=r: train_route(config, layout, v, r)
         found[f"measure {name}"] = lambda v=v: measure(config, layout, v)
     return found

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import torch
 
 from nlhf.models.decode_lean import LeanLM
+from nlhf.models.logprobs import distinct_prompts
 
 Logits = tuple[torch.Tensor, torch.Tensor | None]
 """(policy logits of every policy row, reference logits of every reference row or None)."""
@@ -52,6 +53,11 @@ class Layout:
     @property
     def ref_rows(self) -> int:
         return len(self.ref_groups) * self.batch
+
+    def distinct(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The distinct prompts (ids, mask) and the one each of the B rows continues: a
+        prefill runs each once (one prompt sampled many times is prefilled once)."""
+        return distinct_prompts(self.prompt_ids, self.prompt_mask)
 
     def ref_index(self) -> torch.Tensor:
         """Policy rows whose tokens the reference is fed (its rows, in order)."""

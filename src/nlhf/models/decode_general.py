@@ -69,10 +69,9 @@ class GeneralForwards:
         layout = self.layout
         refs = len(layout.ref_groups)
         if self.fused:
-            kinds = 2 if refs else 1
-            names = [self.adapter] * layout.batch + [self.ref_adapter] * layout.batch * (kinds - 1)
+            kinds = [self.adapter, self.ref_adapter] if refs else [self.adapter]
             self.cache, logits = self._prefill(
-                self.policy, kinds, names, [0] * layout.groups + [1] * refs
+                self.policy, len(kinds), kinds, [0] * layout.groups + [1] * refs
             )
             return logits[: layout.rows], (logits[layout.rows :] if refs else None)
         self.cache, pol = self._prefill(self.policy, 1, None, [0] * layout.groups)
@@ -114,16 +113,19 @@ class GeneralForwards:
         return pol, ref
 
     def _prefill(
-        self, caller: Caller, copies: int, adapter_names: list[str] | None, rows_per_copy: list[int]
+        self, caller: Caller, copies: int, adapters: list[str] | None, rows_per_copy: list[int]
     ) -> tuple[Any, torch.Tensor]:
-        """Run the prompt once per distinct row kind, then copy its cache to every row.
+        """Run each distinct prompt once per row kind, then copy its cache to every row.
 
         ``rows_per_copy`` maps each output row block (of B rows) to the block of the prefill
-        batch it copies; the prefill batch holds ``copies`` blocks.
+        batch it copies; the prefill batch holds ``copies`` blocks of the distinct prompts,
+        block k run with adapter ``adapters[k]`` (fused LoRA) or the model as it is (None).
         """
-        layout, B = self.layout, self.layout.batch
-        ids = layout.prompt_ids.repeat(copies, 1)
-        mask = layout.prompt_mask.repeat(copies, 1)
+        layout = self.layout
+        distinct, distinct_mask, prompt_rows = layout.distinct()
+        U = distinct.shape[0]  # each distinct prompt runs once per copy
+        ids, mask = distinct.repeat(copies, 1), distinct_mask.repeat(copies, 1)
+        adapter_names = None if adapters is None else [a for a in adapters for _ in range(U)]
         cache = caller.new_cache(layout.capacity)
         logits = caller(
             ids,
@@ -133,8 +135,7 @@ class GeneralForwards:
             logits_to_keep=1,
             adapter_names=adapter_names,
         )[:, -1]
-        arange = torch.arange(B, device=ids.device)
-        index = torch.cat([arange + block * B for block in rows_per_copy])
+        index = torch.cat([prompt_rows + block * U for block in rows_per_copy])
         if hasattr(cache, "reorder_cache"):
             cache.reorder_cache(index)
             return cache, logits.index_select(0, index)

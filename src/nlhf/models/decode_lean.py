@@ -29,7 +29,7 @@ from torch import nn
 from transformers import GPT2LMHeadModel, LlamaForCausalLM
 
 from nlhf.models.lm import is_peft_model, is_sharded
-from nlhf.models.logprobs import position_ids_from_mask
+from nlhf.models.logprobs import distinct_prompts, position_ids_from_mask
 
 
 def lean_unsupported(model: Any) -> str | None:
@@ -68,12 +68,17 @@ class StaticCache:
         self.keys = [like.new_zeros(shape) for _ in range(layers)]
         self.values = [like.new_zeros(shape) for _ in range(layers)]
 
-    def fill(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> None:
-        """Write a prefill's (B, heads, P, d) keys and values into every block of B rows."""
-        rows, length = keys.shape[0], keys.shape[2]
-        blocks = self.keys[layer].shape[0] // rows
+    def fill(
+        self, layer: int, keys: torch.Tensor, values: torch.Tensor, rows: torch.Tensor
+    ) -> None:
+        """Write a prefill's (U, heads, P, d) keys and values of the distinct prompts into
+        every block of B rows, row b taking prompt ``rows[b]``."""
+        batch, length = rows.shape[0], keys.shape[2]
+        blocks = self.keys[layer].shape[0] // batch
         for cache, new in ((self.keys[layer], keys), (self.values[layer], values)):
-            cache.view(blocks, rows, *cache.shape[1:])[:, :, :, :length] = new
+            cache.view(blocks, batch, *cache.shape[1:])[:, :, :, :length] = new.index_select(
+                0, rows
+            )
 
     def append(
         self, layer: int, keys: torch.Tensor, values: torch.Tensor, slot: int
@@ -117,16 +122,16 @@ class LeanLM:
     # ---------------------------------------------------------------- the two passes
     @torch.no_grad()
     def prefill(self) -> torch.Tensor:
-        """Run the B prompts once; their next-token logits (B, V)."""
-        mask = self.prompt_mask
+        """Run each distinct prompt once; the next-token logits of the B rows (B, V)."""
+        ids, mask, self.prompt_rows = distinct_prompts(self.prompt_ids, self.prompt_mask)
         valid = mask.bool()[:, None, None, :]
         causal = torch.ones(self.prompt_len, self.prompt_len, dtype=torch.bool).tril_()
         # A padding query sees itself, so no row of the mask is empty (SDPA would give NaN).
         eye = torch.eye(self.prompt_len, dtype=torch.bool)
         attend = (causal.to(mask.device) & valid) | eye.to(mask.device)
-        x = self.embed(self.prompt_ids, position_ids_from_mask(mask))
+        x = self.embed(ids, position_ids_from_mask(mask))
         x = self.layers_forward(x, position_ids_from_mask(mask), attend, slot=None)
-        return self.head(x[:, -1])
+        return self.head(x[:, -1]).index_select(0, self.prompt_rows)
 
     @torch.no_grad()
     def step(self, tokens: torch.Tensor, t: int) -> torch.Tensor:
@@ -149,7 +154,7 @@ class LeanLM:
         """Attention of (rows, heads, n, d) queries; the cache takes k and v first (prefill:
         every block at once; a step: one slot).  Returns (rows, n, heads × d)."""
         if slot is None:
-            self.cache.fill(layer, k, v)
+            self.cache.fill(layer, k, v, self.prompt_rows)
         else:
             k, v = self.cache.append(layer, k, v, slot)
         out = F.scaled_dot_product_attention(

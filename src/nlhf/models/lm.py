@@ -166,6 +166,22 @@ class Caller:
         adapter_names: list[str] | None = None,
     ) -> torch.Tensor:
         """Logits (rows, positions, V) of the last ``logits_to_keep`` positions (0: all)."""
+        return self.forward(
+            input_ids, attention_mask, position_ids, cache, logits_to_keep, adapter_names
+        )[0]
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any = None,
+        logits_to_keep: int = 0,
+        adapter_names: list[str] | None = None,
+        hidden: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The logits of :meth:`__call__` and, with ``hidden``, the last layer's hidden states
+        (rows, positions, d) at the same positions (None without)."""
         kwargs: dict[str, Any] = {
             "input_ids": input_ids,
             "attention_mask": attention_mask,
@@ -174,6 +190,8 @@ class Caller:
         }
         if cache is not None:
             kwargs[self.cache_kwarg] = cache
+        if hidden:
+            kwargs["output_hidden_states"] = True
         if logits_to_keep and self.takes_logits_to_keep:
             # As positions (a tensor), not a count: transformers then gathers a contiguous
             # copy of those hidden states, and the LM head is one matrix product.  A count
@@ -187,10 +205,13 @@ class Caller:
             )
         if adapter_names is not None:
             kwargs["adapter_names"] = adapter_names
-        logits = self.model(**kwargs).logits
+        out = self.model(**kwargs)
+        logits = out.logits
+        states = out.hidden_states[-1] if hidden else None
         if logits_to_keep:
             logits = logits[:, -logits_to_keep:]
-        return logits
+            states = None if states is None else states[:, -logits_to_keep:]
+        return logits, states
 
 
 # --------------------------------------------------------------------------- loading

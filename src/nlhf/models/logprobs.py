@@ -169,16 +169,75 @@ def completion_logits(
     gradients as in :func:`completion_logprobs`."""
     completion_mask = _checked(prompt_ids, prompt_mask, completion_ids, completion_mask)
     caller = Caller(as_model(model, "model"))
-    batch, steps = prompt_ids.shape[0], completion_ids.shape[1]
-    copies = completion_ids.shape[0] // batch
-    if copies > 1:
-        return _shared_prompt_logits(
-            caller, prompt_ids, prompt_mask, completion_ids, completion_mask, copies
-        )
+    steps = completion_ids.shape[1]
+    shared = shared_prompts(prompt_ids, prompt_mask, completion_ids.shape[0])
+    if shared is not None:
+        return shared_prompt_forward(caller, *shared, completion_ids, completion_mask)[0]
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     mask = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
     logits = caller(input_ids, mask, position_ids_from_mask(mask), logits_to_keep=steps + 1)
     return logits[:, :-1]
+
+
+def shared_prompts(
+    prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completions: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """The distinct prompts and, for each completion row, the one it follows, when fewer
+    distinct prompts than completions would run (k copies per prompt, or repeated prompt
+    rows); None when every completion has a prompt of its own."""
+    copies = completions // prompt_ids.shape[0]
+    ids, mask, inverse = distinct_prompts(prompt_ids, prompt_mask)
+    if ids.shape[0] == completions:
+        return None
+    return ids, mask, inverse.repeat(copies)
+
+
+def distinct_prompts(
+    prompt_ids: torch.Tensor, prompt_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(ids, mask) of the distinct prompt rows and each row's index among them; the rows as
+    they are, with the identity index, when none repeats."""
+    key = torch.cat([prompt_ids, prompt_mask.to(prompt_ids.dtype)], dim=1)
+    found, inverse = torch.unique(key, dim=0, return_inverse=True)
+    if found.shape[0] == prompt_ids.shape[0]:
+        return prompt_ids, prompt_mask, torch.arange(prompt_ids.shape[0], device=key.device)
+    width = prompt_ids.shape[1]
+    return found[:, :width], found[:, width:].to(prompt_mask.dtype), inverse
+
+
+def shared_prompt_forward(
+    caller: Caller,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    rows: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    hidden: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Logits (and with ``hidden`` the last layer's hidden states) at every completion
+    position, for completion row j following prompt row ``rows[j]``: each prompt's forward
+    once, its cache (and its gradient path) selected for every completion that follows it,
+    then the completions' forward, which saves the repeated prompts' share of the forward and
+    the backward."""
+    cache = caller.new_cache()  # growing cache: its row selection is differentiable
+    prompt_mask = prompt_mask.long()
+    first, first_hidden = caller.forward(
+        prompt_ids, prompt_mask, position_ids_from_mask(prompt_mask), cache, 1, hidden=hidden
+    )  # the distribution of each completion's first token
+    cache.reorder_cache(rows)
+    mask = torch.cat([prompt_mask.index_select(0, rows), completion_mask.long()], dim=1)
+    steps = completion_ids.shape[1]
+    positions = position_ids_from_mask(mask)[:, -steps:]
+    logits = first.index_select(0, rows)
+    states = None if first_hidden is None else first_hidden.index_select(0, rows)
+    if steps > 1:
+        rest, rest_hidden = caller.forward(
+            completion_ids[:, :-1], mask[:, :-1], positions[:, :-1], cache, hidden=hidden
+        )
+        logits = torch.cat([logits, rest], dim=1)
+        if states is not None:
+            states = torch.cat([states, rest_hidden], dim=1)
+    return logits, states
 
 
 @torch.no_grad()
@@ -241,30 +300,3 @@ def _checked(
     check_left_padded(prompt_mask, "prompt_mask")
     check_right_padded(completion_mask)
     return completion_mask
-
-
-def _shared_prompt_logits(
-    caller: Caller,
-    prompt_ids: torch.Tensor,
-    prompt_mask: torch.Tensor,
-    completion_ids: torch.Tensor,
-    completion_mask: torch.Tensor,
-    copies: int,
-) -> torch.Tensor:
-    """:func:`completion_logits` with ``copies`` completions per prompt: the prompts'
-    forward once, its cache repeated for every copy, then the completions' forward."""
-    cache = caller.new_cache()  # growing cache: its row selection is differentiable
-    prompt_mask = prompt_mask.long()
-    first = caller(
-        prompt_ids, prompt_mask, position_ids_from_mask(prompt_mask), cache=cache, logits_to_keep=1
-    )  # the distribution of each completion's first token
-    rows = torch.arange(prompt_ids.shape[0], device=prompt_ids.device).repeat(copies)
-    cache.reorder_cache(rows)
-    mask = torch.cat([prompt_mask.repeat(copies, 1), completion_mask.long()], dim=1)
-    steps = completion_ids.shape[1]
-    positions = position_ids_from_mask(mask)[:, -steps:]
-    logits = first.index_select(0, rows)
-    if steps > 1:
-        rest = caller(completion_ids[:, :-1], mask[:, :-1], positions[:, :-1], cache=cache)
-        logits = torch.cat([logits, rest], dim=1)
-    return logits

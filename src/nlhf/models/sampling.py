@@ -19,7 +19,8 @@ What is recorded, for every sampled token, in fp32, 0 where the mask is 0:
 - ``policy_logprobs``: log π(y_n | x, y_<n) under the unmodified (temperature 1) policy;
 - ``ref_logprobs``: log μ(y_n | x, y_<n) likewise, or None when no reference is given;
 - ``sampling_logprobs``: log-prob under the distribution the token was actually drawn from
-  (mixture, then temperature / top-k / top-p).
+  (mixture, then temperature / top-k / top-p);
+- ``exact_kl``: KL(π‖μ) over the whole vocabulary at the token's position, with a reference.
 
 These equal a fresh full forward pass (:meth:`Policy.logprobs`) on the returned tokens.
 
@@ -103,6 +104,10 @@ class SampleOutput:
     """(B, T) fp32 log-prob under the distribution actually sampled; 0 where masked."""
     beta: float
     """The mixture coefficient the tokens were drawn with (0: π, 1: μ)."""
+    exact_kl: torch.Tensor | None = None
+    """(B, T) fp32 KL(π(·|x, y_<t) ‖ μ(·|x, y_<t)) over the whole vocabulary at every position,
+    temperature 1; 0 where masked; None without reference.  Summed along a row, the exact KL
+    of the completion (:func:`nlhf.losses.exact_kl`) from the loop's own logits."""
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -176,6 +181,7 @@ def sample(
         ref_logprobs=None if reference is None else torch.cat([o.ref_logprobs for o in outs]),
         sampling_logprobs=torch.cat([o.sampling_logprobs for o in outs]),
         beta=beta,
+        exact_kl=None if reference is None else torch.cat([o.exact_kl for o in outs]),
     )
 
 
@@ -474,6 +480,7 @@ class _Record:
         self.mask = torch.zeros((rows, steps), dtype=torch.long, device=device)
         self.pol_lp = torch.zeros((rows, steps), dtype=torch.float32, device=device)
         self.ref_lp = torch.zeros((ref_rows, steps), dtype=torch.float32, device=device)
+        self.kl = torch.zeros((ref_rows, steps), dtype=torch.float32, device=device)
         self.samp_lp = torch.zeros((rows, steps), dtype=torch.float32, device=device)
         self.finished = torch.zeros(rows, dtype=torch.bool, device=device)
 
@@ -495,8 +502,12 @@ class _Record:
         self.pol_lp[:, t] = pol_logp.gather(1, col).squeeze(1).masked_fill(finished, 0.0)
         self.samp_lp[:, t] = warped.gather(1, col).squeeze(1).masked_fill(finished, 0.0)
         if ref_logp is not None:
+            ref_finished = finished.index_select(0, ref_index)
             ref_lp = ref_logp.gather(1, col.index_select(0, ref_index)).squeeze(1)
-            self.ref_lp[:, t] = ref_lp.masked_fill(finished.index_select(0, ref_index), 0.0)
+            self.ref_lp[:, t] = ref_lp.masked_fill(ref_finished, 0.0)
+            pol = pol_logp.index_select(0, ref_index)
+            kl = (pol.exp() * (pol - ref_logp)).sum(-1)
+            self.kl[:, t] = kl.masked_fill(ref_finished, 0.0)
         self.steps = t + 1
         return col
 
@@ -505,10 +516,11 @@ class _Record:
         B, steps, outputs = self.batch, self.steps, []
         for g, beta in enumerate(betas):
             rows = slice(g * B, (g + 1) * B)
-            ref_part = None
+            ref_part = kl_part = None
             if g in ref_slot:
                 k = ref_slot[g]
                 ref_part = self.ref_lp[k * B : (k + 1) * B, :steps].contiguous()
+                kl_part = self.kl[k * B : (k + 1) * B, :steps].contiguous()
             outputs.append(
                 SampleOutput(
                     tokens=self.tokens[rows, :steps].contiguous(),
@@ -517,6 +529,7 @@ class _Record:
                     ref_logprobs=ref_part,
                     sampling_logprobs=self.samp_lp[rows, :steps].contiguous(),
                     beta=beta,
+                    exact_kl=kl_part,
                 )
             )
         return outputs

@@ -34,6 +34,8 @@ from nlhf.models.logprobs import (
     check_right_padded,
     logits_kl,
     position_ids_from_mask,
+    shared_prompt_forward,
+    shared_prompts,
     token_logprobs,
 )
 from nlhf.models.policy import Policy
@@ -103,21 +105,23 @@ def logprobs_and_values(
     check_left_padded(prompt_mask, "prompt_mask")
     check_right_padded(completion_mask)
     model = _causal_lm(model)
-    steps = completion_ids.shape[1]
-    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
-    mask = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
-    kwargs: dict[str, Any] = {
-        "input_ids": input_ids,
-        "attention_mask": mask,
-        "position_ids": position_ids_from_mask(mask),
-        "output_hidden_states": True,
-        "use_cache": False,
-    }
-    if Caller(model).takes_logits_to_keep:
-        kwargs["logits_to_keep"] = steps + 1
-    out = model(**kwargs)
-    logits = out.logits[:, -(steps + 1) : -1]
-    hidden = out.hidden_states[-1][:, -(steps + 1) : -1]
+    caller = Caller(model)
+    shared = shared_prompts(prompt_ids, prompt_mask, completion_ids.shape[0])
+    if shared is not None:  # repeated prompts run once
+        logits, hidden = shared_prompt_forward(
+            caller, *shared, completion_ids, completion_mask, hidden=True
+        )
+    else:
+        steps = completion_ids.shape[1]
+        mask = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
+        logits, hidden = caller.forward(
+            torch.cat([prompt_ids, completion_ids], dim=1),
+            mask,
+            position_ids_from_mask(mask),
+            logits_to_keep=steps + 1,
+            hidden=True,
+        )
+        logits, hidden = logits[:, :-1], hidden[:, :-1]
     if detach_trunk:
         hidden = hidden.detach()
     keep = completion_mask.bool()
