@@ -108,9 +108,13 @@ class Config(Presets):
         "their KL ranges overlap; every run's checkpoints are points of the frontier",
     )
     ppo_kl_coefs: list[float] = option(
-        [0.01, 0.03, 0.1, 0.3], "--frontier: PPO's KL coefficients β (held fixed)"
+        [0.01, 0.3],
+        "--frontier: PPO's KL coefficients β (held fixed), beside the default run's adaptive β; "
+        "each run's checkpoints fill in the KLs below its last",
     )
-    taus: list[float] = option([0.01, 0.03, 0.1, 0.3], "--frontier: Nash-MD-PG's τ values")
+    taus: list[float] = option(
+        [0.01, 0.3], "--frontier: Nash-MD-PG's τ values, beside the default run's τ"
+    )
     targets: list[float] = option(
         [0.5, 1.0, 2.0, 4.0, 8.0], "KLs (nats) at which the methods play head to head"
     )

@@ -87,8 +87,9 @@ def completion_logprobs(
     :class:`~nlhf.models.policy.Policy`, call its ``logprobs`` or pass ``policy.model``).
     Gradients flow if they are enabled and the model has trainable parameters.  There may be
     k ≥ 1 completions per prompt (B prompt rows, kB completion rows; completion row j follows
-    prompt row j mod B): with k > 1 the prompts run once and their KV cache (with its
-    gradient path) serves every copy, which saves their share of the forward and backward.
+    prompt row j mod B): with k > 1, or prompt rows that repeat, each distinct prompt runs
+    once and its KV cache (with its gradient path) serves every completion that follows it,
+    which saves the repeats' share of the forward and backward (:func:`shared_prompt_forward`).
     """
     return completion_logprobs_and_logits(
         model, prompt_ids, prompt_mask, completion_ids, completion_mask

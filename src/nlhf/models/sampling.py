@@ -32,7 +32,8 @@ path (:mod:`nlhf.models.decode_lean`: the model's weights driven by torch ops, a
 cache, no transformers call per token); any other model goes through transformers
 (:mod:`nlhf.models.decode_general`), where a LoRA policy and its adapter-disabled reference
 share one forward (peft's per-row ``adapter_names``).  Both paths sample the same tokens.
-The prompt runs once per model and fills the cache of every row that shares it.  The loop
+Each distinct prompt runs once per model (rows that repeat a prompt, or ``num_samples``
+copies, share it) and fills the cache of every row that continues it.  The loop
 runs in eval mode (restored afterwards) under ``torch.no_grad``.  With a model sharded by
 FSDP (``fsdp=true``) every forward is a collective, so the loop stops early only once the
 rows of every process have ended.
