@@ -3,7 +3,7 @@
     .venv/bin/python bench/train_speed.py            # writes bench/results/train_speed.json
     .venv/bin/python bench/train_speed.py --runs nash_md:32,ppo:32
     .venv/bin/python bench/train_speed.py --one nash_md --tokens 32   # ours only, in-process
-    .venv/bin/python bench/train_speed.py --workload smollm2 --rounds 1   # the SmolLM2 workload
+    .venv/bin/python bench/train_speed.py --workload smollm2 --rounds 1   # train_speed_smollm2.json
     .venv/bin/python bench/train_speed.py --smoke     # both workloads, 1 round of 1+1 steps
 
 The peer is the TRL CPU baseline in ``shared/bench/trl`` (:data:`common.PEER`; ``bench.py``,
@@ -492,7 +492,8 @@ def main() -> None:
         "summary": summary,
         "runs": raw,
     }
-    name = "train_speed" + ("" if args.device == "cpu" else f"_{args.device}")
+    name = "train_speed" + ("_smollm2" if args.workload == "smollm2" else "")
+    name += "" if args.device == "cpu" else f"_{args.device}"
     record(name, result, table(summary, cotenant, args.rounds, args.device), write=not args.smoke)
 
 
