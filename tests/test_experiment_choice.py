@@ -82,14 +82,24 @@ def test_every_route_of_a_cell_has_one_budget_and_ppo_takes_the_paired_beta(tmp_
 
 def test_the_measurement_is_the_type_arithmetic_with_an_interval():
     P = np.array([[0.5, 0.4], [0.6, 0.5]])
-    est = estimate(lambda a, b: float(a @ P @ b), [[0, 100], [100, 0]], seed=0)
+    est = estimate(lambda a, b: float(a @ P @ b), [[[0, 100], [100, 0]]], seed=0)
     assert est["mean"] == pytest.approx(0.6) and est["low"] == est["high"] == pytest.approx(0.6)
-    mixed = estimate(lambda a, b: float(a @ P @ b), [[50, 50], [100, 0]], seed=0)
+    mixed = estimate(lambda a, b: float(a @ P @ b), [[[50, 50], [100, 0]]], seed=0)
     assert mixed["low"] < 0.55 < mixed["high"]
     assert worst(P)(shares([1, 3])) == pytest.approx(
         min(0.25 * 0.5 + 0.75 * 0.6, 0.25 * 0.4 + 0.75 * 0.5)
     )
     assert matched({"mean": 0.54}, 0.5) and not matched({"mean": 0.56}, 0.5)
+
+
+def test_the_interval_over_seeds_holds_the_variance_between_runs():
+    P = np.array([[0.5, 0.4], [0.6, 0.5]])
+    fn = lambda a, b: float(a @ P @ b)  # noqa: E731
+    runs = [[[0, 100], [100, 0]], [[100, 0], [100, 0]]]  # no sampling error in either run
+    assert [estimate(fn, [run], seed=0)["high"] for run in runs] == pytest.approx([0.6, 0.5])
+    both = estimate(fn, runs, seed=0)
+    assert both["mean"] == pytest.approx(0.55)  # the mean over the runs
+    assert both["low"] == pytest.approx(0.5) and both["high"] == pytest.approx(0.6)
 
 
 @pytest.mark.parametrize(
@@ -179,3 +189,36 @@ def test_the_decoy_experiment_runs_on_tiny_models_and_resumes(tmp_path, tiny_mod
     said = capsys.readouterr().out
     assert all(f"[experiment] {s}: done in an earlier run, skipped" in said for s in stages)
     assert main([*argv, "w=0.3"]) == 2  # other options: refused in one line
+
+
+@pytest.mark.slow  # about 40 seconds on 2 shared cores
+def test_every_seed_runs_each_cell_again_and_the_report_pools_them(tmp_path, tiny_models):
+    from nlhf.cli import main
+    from nlhf.experiment.choice_report import compare
+
+    torch.set_num_threads(1)
+    policy, encoder = tiny_models
+    out = tmp_path / "run"
+    argv = ["experiment", "decoy", "--quick", "--out", str(out), "--no-progress", "--seeds", "2",
+            "--seed", "5", "rho=0.45", "routes=ppo,nash-md", f"policy={policy}",
+            f"encoder={encoder}", *TINY]  # fmt: skip
+    assert main(argv) == 0
+    stages = list(json.loads((out / "stages.json").read_text()))
+    each = ["labels", "judges", "train ppo", "train nash-md", "measure"]
+    assert stages[3:] == [f"{s} rho=0.45{k}" for k in ("", " seed1") for s in each]
+    layout = ChoiceLayout(out)
+    first, second = layout.cell(0.45), layout.cell(0.45, 1)
+    assert second.name == "0.45-seed1"
+    assert (first / "pairs.jsonl").read_text() != (second / "pairs.jsonl").read_text()
+    for folder, seed in ((first, 5), (second, 6)):  # every trainer of a run has its seed
+        assert json.loads((folder / "policies" / "ppo" / "config.json").read_text())["seed"] == seed
+        assert (folder / "measurement.json").exists()
+    config = resolved(DecoyConfig(out=str(out), quick=True, seeds=2, seed=5, rho=[0.45]))
+    mu = np.array(json.loads(layout.predictions.read_text())["mu"])
+    pair = compare(config, layout, 0.45, mu)["pairs"][("nash-md", "ppo")]
+    assert len(pair["seeds"]) == 2
+    assert pair["estimate"]["mean"] == pytest.approx(np.mean(pair["seeds"]))
+    assert pair["estimate"]["low"] <= pair["estimate"]["mean"] <= pair["estimate"]["high"]
+    report = (out / "report.md").read_text()
+    assert "the 2 seeds' runs and their samples" in report
+    assert "ppo (seed 6)" in report and "0.45 (seed 5)" in report

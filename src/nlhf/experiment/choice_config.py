@@ -5,13 +5,13 @@ then ``other``), the annotators' noise, the reference and judges, and the sizes 
 sets (options left at ``None`` take the preset's value).  :class:`DecoyConfig` adds the
 voters' share w and the cells' decoy shares ρ; :class:`CycleConfig` the cells' quality
 shares λ.  Every route of a cell trains for the same steps on the same prompts per step, so
-on one comparison budget.  Each cell has its own folder (:meth:`ChoiceLayout.cell`): the
-labelled pairs, both judges and every route's policy and measurement.
+on one comparison budget.  Each cell has its own folder per seed (:meth:`ChoiceLayout.cell`):
+the labelled pairs, both judges and every route's policy and measurement.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -43,6 +43,11 @@ class ChoiceConfig(Presets):
     policy: str = option("smollm2", "reference policy: smollm2 (embedded), a folder or hub name")
     encoder: str = option("minilm", "encoder the judges start from: minilm (embedded), a folder")
     seed: int = option(0, "seed of the samples, labels, judges and training")
+    seeds: int = option(
+        1,
+        "run every cell from this many seeds (seed, seed + 1, …), each with its own labels, "
+        "judges and training; head-to-heads and worst cases bootstrap over the seeds' runs",
+    )
     dtype: Literal["auto", "float32", "bfloat16"] = option(
         "auto", "policy weights and the judges' autocast (auto: bfloat16 where the CPU has it)"
     )
@@ -111,7 +116,7 @@ class ChoiceConfig(Presets):
         for name in ("tau", "nash_lr", "ppo_lr"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        self.at_least(1, "lora_r", "ppo_epochs")
+        self.at_least(1, "lora_r", "ppo_epochs", "seeds")
         self.at_least(0, "pm_rank")
         unknown = [r for r in self.routes if r not in ROUTES]
         if unknown or not self.routes:
@@ -123,6 +128,10 @@ class ChoiceConfig(Presets):
     def cells(self) -> list[float]:
         """The dial's value of every cell, in order."""
         raise NotImplementedError
+
+    def for_seed(self, k: int) -> ChoiceConfig:
+        """This config for the run of seed ``seed + k`` (``k`` < ``seeds``)."""
+        return replace(self, seed=self.seed + k)
 
 
 @dataclass
@@ -179,5 +188,6 @@ class ChoiceLayout(RunFolder):
     predictions = property(lambda self: self.root / "predictions.json")
     plot = property(lambda self: self.root / "results.png")
 
-    def cell(self, value: float) -> Path:
-        return self.root / "cells" / f"{value:g}"
+    def cell(self, value: float, k: int = 0) -> Path:
+        """The folder of cell ``value``'s run from seed ``seed + k``."""
+        return self.root / "cells" / (f"{value:g}" + (f"-seed{k}" if k else ""))

@@ -1,14 +1,17 @@
 """The measurements of a forced-choice cell, in numpy: type shares, P between two policies from
-their type counts, worst cases, distances from a target, and intervals over the samples.
+their type counts, worst cases, distances from a target, and intervals over runs and samples.
 
-    pi = shares(counts)                                    # the measured type distribution
-    est = estimate(lambda a, b: a @ P @ b, [ca, cb], seed) # mean, and 95% over resamples
-    matched(est, predicted)                                # within TOLERANCE of the prediction
+    pi = shares(counts)                                       # the measured type distribution
+    est = estimate(lambda a, b: a @ P @ b, [[ca, cb]], seed)  # one run: mean and 95% interval
+    est = estimate(fn, [[ca0, cb0], [ca1, cb1]], seed)        # two seeds' runs
+    matched(est, predicted)                                   # within TOLERANCE of it
 
 P(π_a ≻ π_b) computed from the type counts is π̂_aᵀ P π̂_b, the exact expectation of judging
-every pair of their samples by the population.  Intervals are percentile intervals over
-multinomial resamples of every policy's counts (a parametric bootstrap over its samples); they
-hold the sampling error of the measurement, not the variance between training runs.
+every pair of their samples by the population.  Intervals are percentile intervals of a
+two-level bootstrap: the runs (one per seed) are drawn with replacement, then every drawn
+policy's counts are resampled (multinomial: a parametric bootstrap over its samples).  With
+one run they hold the sampling error of the measurement only; with several, the variance
+between training runs too.
 """
 
 from __future__ import annotations
@@ -31,15 +34,25 @@ def shares(counts: Sequence[int]) -> np.ndarray:
 
 
 def estimate(
-    fn: Callable[..., float], counts: Sequence[Sequence[int]], seed: int
+    fn: Callable[..., float], runs: Sequence[Sequence[Sequence[int]]], seed: int
 ) -> dict[str, float]:
-    """``fn`` of the measured shares, with a 95% interval over multinomial resamples."""
+    """The mean over ``runs`` of ``fn`` of each run's measured shares (one argument per count
+    vector of the run), with a 95% interval over resampled runs and samples."""
+    if not runs:
+        raise ValueError("estimate needs at least one run")
     rng = np.random.default_rng(seed)
-    point = float(fn(*(shares(c) for c in counts)))
+
+    def value(run: Sequence[Sequence[int]]) -> float:
+        return float(fn(*(shares(c) for c in run)))
+
+    point = float(np.mean([value(run) for run in runs]))
     draws = []
     for _ in range(DRAWS):
-        resampled = [rng.multinomial(int(np.sum(c)), shares(c)) for c in counts]
-        draws.append(fn(*(shares(c) for c in resampled)))
+        chosen = (
+            runs if len(runs) == 1 else [runs[k] for k in rng.integers(len(runs), size=len(runs))]
+        )
+        resampled = [[rng.multinomial(int(np.sum(c)), shares(c)) for c in run] for run in chosen]
+        draws.append(np.mean([value(run) for run in resampled]))
     low, high = np.percentile(draws, [2.5, 97.5])
     return {"mean": point, "low": float(low), "high": float(high)}
 

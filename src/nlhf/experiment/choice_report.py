@@ -38,6 +38,7 @@ from nlhf.experiment.choice_stages import (
     measurement,
     question,
     reference,
+    seed_suffix,
     trained_in,
 )
 from nlhf.reporting import Report, draw_lines, figure, read_metrics, save_png, training_table
@@ -57,6 +58,20 @@ PAIRS = (("nash-md", "ppo"), ("online-ipo", "ppo"), ("nash-md-exact", "ppo-exact
 def symbol(config: ChoiceConfig) -> str:
     """The dial's symbol: λ for the cycle, ρ for the decoy."""
     return "λ" if isinstance(config, CycleConfig) else "ρ"
+
+
+def over(config: ChoiceConfig) -> str:
+    """What the intervals resample: the samples, and the seeds' runs where there are several."""
+    if config.seeds == 1:
+        return "resamples of their samples (one seed: not the variance between training runs)"
+    return f"the {config.seeds} seeds' runs and their samples (a bootstrap over both)"
+
+
+def runs_of(config: ChoiceConfig) -> list[tuple[int, str]]:
+    """(k, label) of every seed's run: the label names the seed where there are several."""
+    if config.seeds == 1:
+        return [(0, "")]
+    return [(k, f" (seed {config.seed + k})") for k in range(config.seeds)]
 
 
 def type_names(config: ChoiceConfig) -> list[str]:
@@ -110,37 +125,50 @@ def learned_targets(
 def compare(
     config: ChoiceConfig, layout: ChoiceLayout, value: float, mu: np.ndarray
 ) -> dict[str, Any]:
-    """The measured head-to-heads, worst cases and distances from target of one cell, each
-    head-to-head with its verdict."""
+    """The measured head-to-heads, worst cases and distances from target of one cell over its
+    seeds' runs, each head-to-head with its verdict and each seed's own value."""
     cell = json.loads(layout.predictions.read_text())["cells"][f"{value:g}"]
-    m = measurement(layout, value)
     P = np.array(cell["P"])
-    counts = {name: p["counts"] for name, p in m["policies"].items()}
-    targets = learned_targets(cell, m["judges"], mu, config.tau)
+    runs = [measurement(layout, value, k) for k in range(config.seeds)]
+    counts = [{name: p["counts"] for name, p in m["policies"].items()} for m in runs]
+    targets = [learned_targets(cell, m["judges"], mu, config.tau) for m in runs]
+    names = list(counts[0])
+    distances = [  # from the target of each seed's own judges
+        {n: total_variation(shares(c[n]), t[n]) for n in names}
+        for c, t in zip(counts, targets, strict=True)
+    ]
     out: dict[str, Any] = {
-        "worst": {name: estimate(worst(P), [c], config.seed) for name, c in counts.items()},
-        "distance": {n: total_variation(shares(c), targets[n]) for n, c in counts.items()},
+        "worst": {n: estimate(worst(P), [[c[n]] for c in counts], config.seed) for n in names},
+        "distance": {n: float(np.mean([d[n] for d in distances])) for n in names},
+        "distances": distances,
         "pairs": {},
     }
+
+    def head(a: np.ndarray, b: np.ndarray) -> float:
+        return float(a @ P @ b)
+
     for n, r in PAIRS:
-        if n in counts and r in counts:
-            est = estimate(lambda a, b: float(a @ P @ b), [counts[n], counts[r]], config.seed)
-            text = verdict(est, cell, targets, out["distance"], (n, r), config.steps)
-            out["pairs"][(n, r)] = {"estimate": est, "verdict": text}
+        if n in names and r in names:
+            est = estimate(head, [[c[n], c[r]] for c in counts], config.seed)
+            judged = float(np.mean([head_to_head(P, t[n], t[r]) for t in targets]))
+            text = verdict(est, cell, judged, out["distance"], (n, r), config.steps)
+            seeds = [head(shares(c[n]), shares(c[r])) for c in counts]
+            out["pairs"][(n, r)] = {"estimate": est, "verdict": text, "seeds": seeds}
     return out
 
 
 def verdict(
     est: dict[str, float],
     cell: dict[str, Any],
-    targets: dict[str, np.ndarray],
+    judged: float,
     distance: dict[str, float],
     pair: tuple[str, str],
     steps: int,
 ) -> str:
-    """ "matched", or "not matched, because …" with the measured cause."""
+    """ "matched", or "not matched, because …" with the measured cause.  ``judged``: the
+    head-to-head of the targets of the judges the routes trained on, under the exact P."""
     predicted = cell["prediction"]["nash_vs_rlhf"]
-    n, r = pair
+    n = pair[0]
     far = max(pair, key=lambda x: distance[x])
     if matched(est, predicted):
         if distance[far] > OFF_TARGET:
@@ -150,7 +178,6 @@ def verdict(
             )
         return "matched"
     if not n.endswith("exact"):
-        judged = head_to_head(np.array(cell["P"]), targets[n], targets[r])
         if abs(judged - predicted) > TOLERANCE:
             return (
                 f"not matched, because of judge error: the targets of the learned judges give "
@@ -199,7 +226,7 @@ def cells_section(
         "Prediction beside measurement, cell by cell. *Predicted*: π*_τᵀ P π_RL at the run's τ "
         "and each cell's paired β; *τ, β → 0*: the same at τ = β = 0.005. *Measured*: π̂_Nashᵀ "
         "P π̂_RLHF from the type counts of the two trained policies, with a 95% interval over "
-        f"resamples of their samples. *Matched*: within {TOLERANCE:g} of the prediction.",
+        f"{over(config)}. *Matched*: within {TOLERANCE:g} of the prediction.",
         "",
         *markdown_table(heads, rows, "rrrlrl"),
     ]
@@ -230,7 +257,7 @@ def policies_section(
     rows = []
     for value, comparison in comparisons.items():
         p = predictions[f"{value:g}"]["prediction"]
-        m = measurement(layout, value)
+        P = np.array(predictions[f"{value:g}"]["P"])
         for target_name, pi in (("RLHF target π_RL", p["rlhf"]), ("Nash target π*_τ", p["nash"])):
             worst_pi = p["worst_case_rlhf"] if "RLHF" in target_name else p["worst_case_nash"]
             rows.append(
@@ -243,19 +270,20 @@ def policies_section(
                     f"{worst_pi:.3f}",
                 ]
             )
-        for name, entry in m["policies"].items():
-            pi = shares(entry["counts"])
-            kind = "rlhf" if name in RLHF_ROUTES else "nash"
-            rows.append(
-                [
-                    f"{value:g}",
-                    escape_markdown(name),
-                    *[f"{x:.2f}" for x in pi],
-                    f"{comparison['distance'][name]:.2f}",
-                    format_interval(comparison["worst"][name], 3),
-                    f"{p['worst_case_' + kind]:.3f}",
-                ]
-            )
+        for k, label in runs_of(config):
+            for name, entry in measurement(layout, value, k)["policies"].items():
+                pi = shares(entry["counts"])
+                kind = "rlhf" if name in RLHF_ROUTES else "nash"
+                rows.append(
+                    [
+                        f"{value:g}",
+                        escape_markdown(name) + label,
+                        *[f"{x:.2f}" for x in pi],
+                        f"{comparison['distances'][k][name]:.2f}",
+                        format_interval(estimate(worst(P), [[entry["counts"]]], config.seed), 3),
+                        f"{p['worst_case_' + kind]:.3f}",
+                    ]
+                )
     return [
         f"Each trained policy's type shares over {config.measure_samples} completions, beside "
         "the two exact targets. *TV from target*: total variation from the target of the "
@@ -271,9 +299,9 @@ def judges_section(config: ChoiceConfig, layout: ChoiceLayout) -> list[str]:
     names = type_names(config)
     predictions = json.loads(layout.predictions.read_text())["cells"]
     rows = []
-    for value in config.cells:
-        folder = RunFolder(layout.cell(value))
-        read = measurement(layout, value)["judges"]
+    for value, (k, label) in ((v, run) for v in config.cells for run in runs_of(config)):
+        folder = RunFolder(layout.cell(value, k))
+        read = measurement(layout, value, k)["judges"]
         p = predictions[f"{value:g}"]
         accuracy = []
         for kind in ("reward-model", "preference-model"):
@@ -285,7 +313,7 @@ def judges_section(config: ChoiceConfig, layout: ChoiceLayout) -> list[str]:
         learned = read.get("reward")
         rows.append(
             [
-                f"{value:g}",
+                f"{value:g}{label}",
                 ", ".join(accuracy) or "–",
                 " / ".join(f"{x:+.2f}" for x in exact[:3] - exact[:3].mean()),
                 " / ".join(f"{x:+.2f}" for x in np.array(learned[:3]) - np.mean(learned[:3]))
@@ -393,13 +421,14 @@ def prediction_section(config: ChoiceConfig, layout: ChoiceLayout) -> list[str]:
 
 def training_section(config: ChoiceConfig, layout: ChoiceLayout) -> list[str]:
     curves, titles = {}, {}
-    for value in config.cells:
+    for (k, label), value in ((run, v) for run in runs_of(config) for v in config.cells):
         for route in config.routes:
-            name = f"{route} {cell_name(config, value)}"
+            name = f"{route} {cell_name(config, value)}{seed_suffix(k)}"
             if trained_in(config, value, route) != value:
                 continue  # the same run as an earlier cell's
-            curves[name] = read_metrics(layout.cell(value) / "policies" / route / "metrics.jsonl")
-            titles[name] = f"{ROUTE_TITLES[route]} ({symbol(config)} = {value:g})"
+            folder = RunFolder(layout.cell(value, k))
+            curves[name] = read_metrics(folder.policy(route) / "metrics.jsonl")
+            titles[name] = f"{ROUTE_TITLES[route]} ({symbol(config)} = {value:g}{label})"
     per_step = dict.fromkeys(curves, config.batch_size)
     dial = symbol(config)
     shared = [
@@ -414,9 +443,10 @@ def training_section(config: ChoiceConfig, layout: ChoiceLayout) -> list[str]:
         if shared
         else ""
     )
+    seeds = f", from each of {config.seeds} seeds" if config.seeds > 1 else ""
     return [
         f"Every route trains a LoRA adapter (r = {config.lora_r}) on the one question for "
-        f"{config.steps} steps of {config.batch_size} completions.{note}",
+        f"{config.steps} steps of {config.batch_size} completions{seeds}.{note}",
         "",
         *training_table(curves, titles, per_step, layout.finished()),
     ]
@@ -439,7 +469,10 @@ def plot(config: ChoiceConfig, layout: ChoiceLayout, comparisons: dict[float, An
             x = [v for v, _ in pts]
             y = [e["mean"] for _, e in pts]
             err = [[e["mean"] - e["low"] for _, e in pts], [e["high"] - e["mean"] for _, e in pts]]
-            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=f"{n} vs {r}")
+            bars = ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=f"{n} vs {r}")
+            if config.seeds > 1:  # each seed's own point
+                each = [(v, s) for v, c in comparisons.items() for s in c["pairs"][(n, r)]["seeds"]]
+                ax.plot(*zip(*each, strict=True), ".", color=bars[0].get_color(), alpha=0.5)
     draw_lines(ax, {}, "P(Nash ≻ RLHF): prediction and measurement", symbol(config))
     lines = {}
     for route in config.routes:

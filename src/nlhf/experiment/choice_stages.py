@@ -6,10 +6,11 @@ from their checkpoints).
    reference's completions and their types (μ, and the pools the judges' pairs come from);
 2. ``predictions``: every cell's exact prediction (:mod:`nlhf.tabular.lottery`), written to
    ``predictions.json`` before anything trains;
-3. per cell: ``labels`` (pairs whose types are drawn from the cell's pair distribution, each
-   labelled by one annotator drawn from the population), ``judges`` (reward and preference
-   model), ``train <route>`` for every route, ``measure`` (each policy's type counts, the
-   learned judges read per type).
+3. per seed, per cell: ``labels`` (pairs whose types are drawn from the cell's pair
+   distribution, each labelled by one annotator drawn from the population), ``judges``
+   (reward and preference model), ``train <route>`` for every route, ``measure`` (each
+   policy's type counts, the learned judges read per type).  The stages of seed ``seed + k``
+   for k ≥ 1 carry `` seedK`` in their names and write to the cell's folder of that seed.
 """
 
 from __future__ import annotations
@@ -76,9 +77,10 @@ def trained_in(config: ChoiceConfig, value: float, route: str) -> float:
     return next(v for v in config.cells if np.array_equal(cell_game(config, v)[0], P))
 
 
-def policy_folder(config: ChoiceConfig, layout: ChoiceLayout, value: float, route: str):
-    """The folder of the policy cell ``value`` measures for ``route``."""
-    return RunFolder(layout.cell(trained_in(config, value, route))).policy(route)
+def policy_folder(config: ChoiceConfig, layout: ChoiceLayout, value: float, route: str, k: int):
+    """The folder of the policy that cell ``value``'s run from seed ``seed + k`` measures for
+    ``route``."""
+    return RunFolder(layout.cell(trained_in(config, value, route), k)).policy(route)
 
 
 def question(layout: ChoiceLayout) -> dict[str, Any]:
@@ -157,13 +159,13 @@ def pools(config: ChoiceConfig, layout: ChoiceLayout) -> list[list[str]]:
     return [texts or [written[k]] for k, texts in enumerate(found)]
 
 
-def label_pairs(config: ChoiceConfig, layout: ChoiceLayout, value: float) -> dict[str, Any]:
+def label_pairs(config: ChoiceConfig, layout: ChoiceLayout, value: float, k: int) -> dict[str, Any]:
     """``pairs`` pairs: both types drawn from the cell's pair distribution, a reference
     completion of each, one annotator drawn by share who prefers the type it ranks higher,
     except with probability ``noise`` (a coin between two of one type); two identical texts
-    are drawn again."""
+    are drawn again.  Seed ``seed + k`` draws its own pairs and annotators."""
     cell = cell_prediction(layout, value)
-    rng = np.random.default_rng([config.seed, round(value * 1e6)])
+    rng = np.random.default_rng([config.seed + k, round(value * 1e6)])
     by_type, text = pools(config, layout), question(layout)["text"]
     places = [np.argsort(r) for r in cell["rankings"]]
     rows, kinds = [], []
@@ -192,19 +194,19 @@ def label_pairs(config: ChoiceConfig, layout: ChoiceLayout, value: float) -> dic
                 "labeler": f"voter type {g}",
             }
         )
-    folder = RunFolder(layout.cell(value))
+    folder = RunFolder(layout.cell(value, k))
     body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     atomic_write_text(folder.root / "pairs.jsonl", body)
     return {"pairs": len(rows), "types": np.bincount(kinds, minlength=4).tolist()}
 
 
 def train_route(
-    config: ChoiceConfig, layout: ChoiceLayout, value: float, route: str
+    config: ChoiceConfig, layout: ChoiceLayout, value: float, route: str, k: int
 ) -> dict[str, Any]:
-    """One route of one cell (it resumes from its own checkpoints)."""
+    """One route of one cell from seed ``seed + k`` (it resumes from its own checkpoints)."""
     cell = cell_prediction(layout, value)
-    folder = RunFolder(layout.cell(value))
-    cfg = route_configs(config, folder, cell["prediction"]["beta"])[route]
+    folder = RunFolder(layout.cell(value, k))
+    cfg = route_configs(config.for_seed(k), folder, cell["prediction"]["beta"])[route]
     judge: Any = None  # the learned routes load theirs from cfg.judge
     if route == "ppo-exact":
         judge = TypeReward(cell["prediction"]["reward"], config.options)
@@ -253,15 +255,16 @@ def read_judges(config: ChoiceConfig, layout: ChoiceLayout, folder: RunFolder) -
     return found
 
 
-def measure(config: ChoiceConfig, layout: ChoiceLayout, value: float) -> dict[str, Any]:
-    """``measure_samples`` completions of every trained policy: their types, their mean
-    sampled KL to the reference; the learned judges read per type."""
-    folder = RunFolder(layout.cell(value))
-    specs = [f"{r}={policy_folder(config, layout, value, r) / 'policy'}" for r in config.routes]
+def measure(config: ChoiceConfig, layout: ChoiceLayout, value: float, k: int) -> dict[str, Any]:
+    """``measure_samples`` completions of every policy of the cell's run from seed
+    ``seed + k``: their types, their mean sampled KL to the reference; the learned judges
+    read per type."""
+    folder = RunFolder(layout.cell(value, k))
+    specs = [f"{r}={policy_folder(config, layout, value, r, k) / 'policy'}" for r in config.routes]
     entrants, ref_path = parse_entrants(
         specs if len(specs) > 1 else [*specs, "reference"], config.policy
     )
-    settings = sampling_of(config, config.measure_samples, batch_size=64)
+    settings = sampling_of(config.for_seed(k), config.measure_samples, batch_size=64)
     sampled = sample_entrants(
         entrants, ref_path, [question(layout)["text"]], settings, config.progress
     )
@@ -280,26 +283,35 @@ def measure(config: ChoiceConfig, layout: ChoiceLayout, value: float) -> dict[st
     return {name: p["counts"] for name, p in policies.items()}
 
 
-def measurement(layout: ChoiceLayout, value: float) -> dict[str, Any]:
-    return json.loads((layout.cell(value) / "measurement.json").read_text())
+def measurement(layout: ChoiceLayout, value: float, k: int) -> dict[str, Any]:
+    return json.loads((layout.cell(value, k) / "measurement.json").read_text())
+
+
+def seed_suffix(k: int) -> str:
+    """What the stages and rows of seed ``seed + k`` add to their names."""
+    return f" seed{k}" if k else ""
 
 
 def stages(config: ChoiceConfig, layout: ChoiceLayout) -> Stages:
-    """The question and the reference, every cell's prediction, then each cell in turn."""
+    """The question and the reference, every cell's prediction, then each cell in turn, seed
+    after seed (every cell of the first seed before the second seed's)."""
     learned = any(r in LEARNED_JUDGE for r in config.routes)
     found: Stages = {
         "question": lambda: write_question(config, layout),
         "reference types": lambda: sample_reference(config, layout),
         "predictions": lambda: write_predictions(config, layout),
     }
-    for v in config.cells:
-        name = cell_name(config, v)
-        found[f"labels {name}"] = lambda v=v: label_pairs(config, layout, v)
-        if learned:
-            judges = cell_judge_configs(config, RunFolder(layout.cell(v)))
-            found[f"judges {name}"] = lambda judges=judges: train_judges(judges)
-        for r in config.routes:
-            if trained_in(config, v, r) == v:  # else an earlier cell's run serves this one
-                found[f"train {r} {name}"] = lambda v=v, r=r: train_route(config, layout, v, r)
-        found[f"measure {name}"] = lambda v=v: measure(config, layout, v)
+    for k in range(config.seeds):
+        for v in config.cells:
+            name = cell_name(config, v) + seed_suffix(k)
+            found[f"labels {name}"] = lambda v=v, k=k: label_pairs(config, layout, v, k)
+            if learned:
+                judges = cell_judge_configs(config.for_seed(k), RunFolder(layout.cell(v, k)))
+                found[f"judges {name}"] = lambda judges=judges: train_judges(judges)
+            for r in config.routes:
+                if trained_in(config, v, r) == v:  # else an earlier cell's run serves this one
+                    found[f"train {r} {name}"] = lambda v=v, r=r, k=k: train_route(
+                        config, layout, v, r, k
+                    )
+            found[f"measure {name}"] = lambda v=v, k=k: measure(config, layout, v, k)
     return found

@@ -2,6 +2,7 @@
 
     nlhf experiment decoy                       # ρ = 0.05, 0.15, 0.3, 0.45 at w = 0.4
     nlhf experiment decoy --quick               # every stage at toy sizes
+    nlhf experiment decoy --seeds 3             # every cell from 3 seeds: intervals over runs
     nlhf experiment decoy --out runs/x          # resume an interrupted run (Ctrl-C is safe)
 
 A forced choice among three colours (:mod:`nlhf.experiment.choice`) labelled by Jackpot's
