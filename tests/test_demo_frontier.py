@@ -36,23 +36,26 @@ def test_seeds_train_every_plain_method_again_from_the_next_seeds(tmp_path):
     assert runs[3] == f"nash-md#1={tmp_path / 'policies' / 'nash-md-seed1'}"
 
 
+SWEPT = ("ppo-kl", "nash-md-tau")
+
+
 def test_the_frontier_sweep_fixes_ppo_s_kl_coefficient_and_varies_nash_md_s_tau(tmp_path):
     config = resolved(
         Config(out=str(tmp_path), frontier=True, seeds=2, ppo_kl_coefs=[0.01, 0.3], taus=[0.02])
     )
-    sweep = [m for m in methods(config, RunFolder(tmp_path)) if m.group.endswith("-sweep")]
+    sweep = [m for m in methods(config, RunFolder(tmp_path)) if m.name.startswith(SWEPT)]
     assert [m.name for m in sweep] == [
         "ppo-kl0.01", "ppo-kl0.3", "nash-md-tau0.02",
         "ppo-kl0.01-seed1", "ppo-kl0.3-seed1", "nash-md-tau0.02-seed1",
     ]  # fmt: skip
-    ppo = [m.config for m in sweep if m.group == "ppo-sweep"]
+    ppo = [m.config for m in sweep if m.group == "ppo"]
     assert [c.init_kl_coef for c in ppo] == [0.01, 0.3, 0.01, 0.3]
     assert not any(c.adaptive_kl for c in ppo)  # a fixed strength, not a KL target
-    assert [m.config.tau for m in sweep if m.group == "nash-md-sweep"] == [0.02, 0.02]
+    assert [m.config.tau for m in sweep if m.group == "nash-md"] == [0.02, 0.02]
     assert [m.run for m in sweep] == [0, 0, 0, 1, 1, 1]
-    runs = frontier_runs(config, RunFolder(tmp_path))
-    assert f"ppo-sweep#1={tmp_path / 'policies' / 'ppo-kl0.3-seed1'}" in runs
-    assert len(runs) == 4 + 6
+    runs = frontier_runs(config, RunFolder(tmp_path))  # each strength in its method's seed run
+    assert f"ppo#1={tmp_path / 'policies' / 'ppo-kl0.3-seed1'}" in runs
+    assert len(runs) == 4 + 6 and {r.split("#")[0] for r in runs} == {"ppo", "nash-md"}
     with pytest.raises(ValueError, match="must be > 0"):
         Config(taus=[0.0])
     with pytest.raises(ValueError, match="seeds must be ≥ 1"):
@@ -87,8 +90,9 @@ def test_demo_frontier_with_two_seeds_on_tiny_models(tmp_path, tiny_models):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     frontier = json.loads((out / "frontier" / "frontier.json").read_text())
     methods_seen = {(p["method"], p["run"]) for p in frontier["points"]}
-    for family in ("ppo", "nash-md", "ppo-sweep", "nash-md-sweep"):
-        assert {(family, 0), (family, 1)} <= methods_seen  # each seed's points
+    assert methods_seen == {(m, k) for m in ("ppo", "nash-md") for k in (0, 1)}  # per seed
+    swept = {p["name"] for p in frontier["points"] if p["method"] == "nash-md" and p["run"] == 1}
+    assert any("-f1-" in name for name in swept)  # the sweep's strength, in its seed's run
     steps = {p["step"] for p in frontier["points"] if p["method"] == "ppo" and p["run"] == 0}
     assert steps == {2, 4}  # a checkpoint every 2 PPO steps, then the final policy
     assert [b["n"] for b in frontier["best_of_n"]] == [1, 2]

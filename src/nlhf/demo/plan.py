@@ -28,7 +28,8 @@ class Method:
     family: str = ""
     """the method it is a run of (empty: its own name): one frontier per family."""
     run: int = 0
-    """which seed of the family (0: the config's seed); a sweep's runs of one seed share it."""
+    """which seed of the family (0: the config's seed); the runs of one seed, at every strength
+    of the sweep, share it."""
 
     @property
     def group(self) -> str:
@@ -86,8 +87,10 @@ def _seeded(method: Method, k: int, config: Config, layout: RunFolder) -> Method
 
 def sweep(config: Config, layout: RunFolder, plain: list[Method]) -> list[Method]:
     """PPO at every fixed KL coefficient of ``ppo_kl_coefs`` and Nash-MD-PG at every τ of
-    ``taus``, from every seed; the runs of one seed form one run of the ``ppo-sweep`` or
-    ``nash-md-sweep`` family (one envelope over all their checkpoints)."""
+    ``taus``, from every seed.  Each belongs to its method's family, ``ppo`` or ``nash-md``,
+    as part of the run of its seed: a method's frontier is the envelope over the checkpoints
+    of all its strengths, and the head-to-head at a target KL takes each method's checkpoint
+    nearest it, whichever strength it came from."""
     by_name = {m.name: m for m in plain}
     out = []
     for k in range(config.seeds):
@@ -108,7 +111,7 @@ def sweep(config: Config, layout: RunFolder, plain: list[Method]) -> list[Method
                 )
                 title = f"{by_name[name].title}, {field} {value:g}, seed {config.seed + k}"
                 calls = by_name[name].comparisons_per_step
-                out.append(Method(label, title, own, calls, f"{name}-sweep", k))
+                out.append(Method(label, title, own, calls, name, k))
     return out
 
 
@@ -170,12 +173,13 @@ def tournament_entrants(config: Config, layout: RunFolder) -> list[str]:
 
 
 def frontier_runs(config: Config, layout: RunFolder) -> list[str]:
-    """Every run as a frontier spec, ``FAMILY#SEED=FOLDER``: PPO's and Nash-MD-PG's plain
-    runs (with their other seeds), and with ``frontier`` the two sweeps."""
+    """Every run of PPO and Nash-MD-PG as a frontier spec, ``FAMILY#SEED=FOLDER``: the plain
+    runs (with their other seeds), and with ``frontier`` every strength of the two sweeps in
+    the run of its seed."""
     return [
         f"{m.group}#{m.run}={layout.policy(m.name)}"
         for m in methods(config, layout)
-        if m.group in ("ppo", "nash-md", "ppo-sweep", "nash-md-sweep")
+        if m.group in ("ppo", "nash-md")
     ]
 
 
