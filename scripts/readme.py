@@ -73,7 +73,8 @@ def summary(layout: RunFolder, images: str, prefix: str = "demo") -> str:
         )
         for line in tables
     ]
-    same = "" if config.all_methods else " (`make demo` runs the same command)"
+    default = not (config.all_methods or config.frontier or config.seeds > 1)
+    same = " (`make demo` runs the same command)" if default else ""
     return "\n".join(
         [
             f"Latest run: `{command}` on {stages['prompts'].get('cpus', '?')} CPU cores, "
