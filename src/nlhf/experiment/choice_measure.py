@@ -48,6 +48,7 @@ def estimate(
     point = float(np.mean([value(run) for run in runs]))
     draws = []
     for _ in range(DRAWS):
+        # one run is not drawn: its draws stay those of the one-run bootstrap, seed for seed
         chosen = (
             runs if len(runs) == 1 else [runs[k] for k in rng.integers(len(runs), size=len(runs))]
         )

@@ -137,8 +137,12 @@ def compare(
         {n: total_variation(shares(c[n]), t[n]) for n in names}
         for c, t in zip(counts, targets, strict=True)
     ]
+    worsts = [{n: estimate(worst(P), [[c[n]]], config.seed) for n in names} for c in counts]
     out: dict[str, Any] = {
-        "worst": {n: estimate(worst(P), [[c[n]] for c in counts], config.seed) for n in names},
+        "worst": worsts[0]
+        if config.seeds == 1
+        else {n: estimate(worst(P), [[c[n]] for c in counts], config.seed) for n in names},
+        "worsts": worsts,  # each seed's own, over its samples
         "distance": {n: float(np.mean([d[n] for d in distances])) for n in names},
         "distances": distances,
         "pairs": {},
@@ -257,7 +261,6 @@ def policies_section(
     rows = []
     for value, comparison in comparisons.items():
         p = predictions[f"{value:g}"]["prediction"]
-        P = np.array(predictions[f"{value:g}"]["P"])
         for target_name, pi in (("RLHF target π_RL", p["rlhf"]), ("Nash target π*_τ", p["nash"])):
             worst_pi = p["worst_case_rlhf"] if "RLHF" in target_name else p["worst_case_nash"]
             rows.append(
@@ -280,7 +283,7 @@ def policies_section(
                         escape_markdown(name) + label,
                         *[f"{x:.2f}" for x in pi],
                         f"{comparison['distances'][k][name]:.2f}",
-                        format_interval(estimate(worst(P), [[entry["counts"]]], config.seed), 3),
+                        format_interval(comparison["worsts"][k][name], 3),
                         f"{p['worst_case_' + kind]:.3f}",
                     ]
                 )
