@@ -3,7 +3,9 @@
 Every online trainer logs ``kl``, the exact KL of its completions summed over positions, from
 the forwards its step runs anyway: the reference's forward over the completions keeps its
 logits and the policy's forward takes the KL of its own against them
-(:func:`nlhf.models.logprobs.completion_logprobs_and_kl`).  These tests hold that value to
+(:func:`nlhf.models.logprobs.completion_logprobs_and_kl`); Nash-MD-PG, whose decode loop runs
+μ beside π for the mixture, takes it from the loop (``SampleOutput.exact_kl``).  These tests
+hold that value to
 :func:`nlhf.models.logprobs.completion_kl`, the two-forward reference implementation, on the
 same completions, and count the forwards a step runs outside its decode loop.
 """
@@ -31,22 +33,40 @@ def logged(out: Path, key: str) -> list[float]:
 def test_the_logged_kl_equals_completion_kl_on_the_same_completions(name, tmp_path, monkeypatch):
     """Step 2 (after one update, so π ≠ μ): the logged kl is completion_kl's mean on the
     completions of that step, to 1e-5 relative."""
-    reference_forward = policy_module.Policy.reference_logprobs_and_logits
     expected: list[torch.Tensor] = []
+    if name == "nash-md":  # y, the first of the pair, at the weights it was sampled with
+        sample_pair = nash_md.sample_pair
 
-    def spy(self, prompt_ids, prompt_mask, completion_ids, completion_mask=None):
-        expected.append(
-            completion_kl(
-                self.model, self.reference, prompt_ids, prompt_mask, completion_ids, completion_mask
+        def spy(policy, prompt_ids, prompt_mask, *args, **kwargs):
+            y, y_mix = sample_pair(policy, prompt_ids, prompt_mask, *args, **kwargs)
+            kl = completion_kl(
+                policy.model, policy.reference, prompt_ids, prompt_mask, y.tokens, y.mask
             )
-        )
-        return reference_forward(self, prompt_ids, prompt_mask, completion_ids, completion_mask)
+            expected.append(kl)
+            return y, y_mix
 
-    monkeypatch.setattr(policy_module.Policy, "reference_logprobs_and_logits", spy)
+        monkeypatch.setattr(nash_md, "sample_pair", spy)
+    else:  # the completions the reference's forward reads
+        reference_forward = policy_module.Policy.reference_logprobs_and_logits
+
+        def spy(self, prompt_ids, prompt_mask, completion_ids, completion_mask=None):
+            expected.append(
+                completion_kl(
+                    self.model,
+                    self.reference,
+                    prompt_ids,
+                    prompt_mask,
+                    completion_ids,
+                    completion_mask,
+                )
+            )
+            return reference_forward(self, prompt_ids, prompt_mask, completion_ids, completion_mask)
+
+        monkeypatch.setattr(policy_module.Policy, "reference_logprobs_and_logits", spy)
     trainer, config = tiny_train.make(name, str(tmp_path), ["steps=2"])
     tiny_train.train(name, trainer, config)
     kl = logged(tmp_path, "kl")
-    assert len(kl) == 2 and len(expected) == 2  # one chunk, one reference forward per step
+    assert len(kl) == 2 and len(expected) == 2  # one chunk, one sample per step
     assert float(expected[1].mean()) > 1e-6  # a KL the comparison can see
     assert kl[1] == pytest.approx(float(expected[1].mean()), rel=1e-5, abs=1e-9)
 
@@ -83,9 +103,9 @@ class Counter:
         # μ over the finished pairs and π with gradient, each a prompt forward whose cache
         # serves both completions and a completions' forward (it was 6: 2 more for the KL)
         ("online-dpo", online_dpo, "sample", 4),
-        # μ's logits (the sampler gave log μ of the tokens only) and π with gradient (it was 3:
-        # the gradient forward and 2 for the KL)
-        ("nash-md", nash_md, "sample_pair", 2),
+        # π with gradient only: the decode loop gives log μ and the exact KL (it was 3: the
+        # gradient forward and 2 for the KL)
+        ("nash-md", nash_md, "sample_pair", 1),
     ],
 )
 def test_a_step_runs_no_forward_of_its_own_for_the_exact_kl(

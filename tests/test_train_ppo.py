@@ -154,8 +154,8 @@ def test_repeated_prompts_run_once_and_give_the_same_values_logprobs_and_gradien
     for a, b in zip(grads, alone_grads, strict=True):
         if a is None or b is None:
             assert a is None and b is None
-        else:
-            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+        else:  # float32 sums in another order: an error relative to the tensor's scale
+            torch.testing.assert_close(a, b, atol=1e-6 * float(b.abs().max()), rtol=1e-4)
     assert any(g is not None and g.abs().sum() > 0 for g in grads[:-2])
 
 

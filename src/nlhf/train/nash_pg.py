@@ -2,9 +2,9 @@
 
     loss, metrics = preference_pg_loss(trainer, batch, y, y_opp, tau)
 
-Given y ~ π_θ (with the sampler's log π and log μ of every token) and an opponent's y′, the
-judge gives P(y ≻ y′ | x) and the loss is :func:`nlhf.losses.nash_md_pg_loss`, whose gradient
-estimates −∇[P(π_θ ≻ opponent) − τ·KL(π_θ‖μ)].  Nash-MD-PG plays the geometric mixture,
+Given y ~ π_θ (with the sampler's log π, log μ and exact KL of every token) and an opponent's
+y′, the judge gives P(y ≻ y′ | x) and the loss is :func:`nlhf.losses.nash_md_pg_loss`, whose
+gradient estimates −∇[P(π_θ ≻ opponent) − τ·KL(π_θ‖μ)].  Nash-MD-PG plays the geometric mixture,
 Nash-EMA the moving average of the weights, Nash-MP the last and the look-ahead iterates.
 """
 
@@ -41,11 +41,8 @@ def preference_pg_loss(
         decode_completions(tok, opponent.tokens, opponent.mask),
     ).to(policy.device)
     judge_seconds = time.perf_counter() - t0
-    # μ's logits (the sampler gave log μ of the tokens only), for the exact KL the gradient
-    # forward takes of its own logits
-    _, ref_logits = policy.reference_logprobs_and_logits(batch.ids, batch.mask, y.tokens, y.mask)
-    logprobs, kl = policy.logprobs_and_kl(batch.ids, batch.mask, y.tokens, y.mask, ref_logits)
-    del ref_logits
+    logprobs = policy.logprobs(batch.ids, batch.mask, y.tokens, y.mask)
+    kl = y.exact_kl.sum(-1)  # the decode loop's, at the weights the gradient is taken at
     target = y.ref_logprobs if ref_logprobs is None else ref_logprobs
     loss = nash_md_pg_loss(logprobs, target, y.mask.bool(), preference, tau)
     sampled = (y.policy_logprobs - y.ref_logprobs).sum(-1)

@@ -6,7 +6,8 @@
 
 The classic sentiment pipeline (Ziegler et al. 2019; trlX ``ppo_sentiments``).  Each step:
 
-1. rollout: y ~ π per prompt from the KV-cached sampler, with log π and log μ of every token;
+1. rollout: y ~ π per prompt from the KV-cached sampler (log π of every token), then log μ of
+   every token and μ's logits from one no-gradient forward of the reference;
 2. reward: the judge's score s(x, y) at the last token, −β·(log π − log μ) at every token
    (:func:`nlhf.losses.kl_penalized_rewards`), optionally whitened;
 3. one no-gradient forward of policy + value head: old log-probs and values; GAE(γ, λ)
@@ -14,8 +15,8 @@ The classic sentiment pipeline (Ziegler et al. 2019; trlX ``ppo_sentiments``).  
 4. ``epochs`` passes of ``mini_batches`` shuffled mini-batches, one optimizer step each on
    the clipped policy loss + ``vf_coef`` × the clipped value loss;
 5. β adapts towards ``kl_target`` (:mod:`nlhf.train.kl_control`), read against the
-   rollout's exact KL (:func:`nlhf.models.logprobs.logits_kl`: step 3's forward against μ's
-   logits of the completions, from one more no-gradient forward).
+   rollout's exact KL (:func:`nlhf.models.logprobs.logits_kl`: step 3's forward against the
+   μ logits of step 1).
 
 The value head (:mod:`nlhf.train.value_head`) trains with the policy and is saved as
 ``<out>/value_head.safetensors``.  Parameter names in TRL and trlX, metrics: ``docs/trainers.md``.
@@ -241,12 +242,11 @@ class PPO(Algorithm):
         log-probs and values; the seconds each part took are added to ``timings``."""
         cfg, policy, judge = self.config, self.trainer.policy, self.trainer.judge
         t0 = time.perf_counter()
-        y = sample(
+        y = sample(  # π alone: μ is read below by one batched forward, not per decoded token
             policy,
             batch.ids,
             batch.mask,
             cfg.max_new_tokens,
-            reference=policy.reference,
             temperature=cfg.temperature,
             generator=row_generators(cfg.seed, step, batch.rows),
         )
@@ -259,8 +259,8 @@ class PPO(Algorithm):
                 f"{tuple(scores.shape)} for {len(texts)} completions (one score each)"
             )
         t2 = time.perf_counter()
-        # μ's logits (the sampler gave log μ of the tokens only) for the exact KL
-        _, ref_logits = policy.reference_logprobs_and_logits(
+        # log μ of the tokens (the KL penalty) and μ's logits (the exact KL), one forward
+        ref_logprobs, ref_logits = policy.reference_logprobs_and_logits(
             batch.ids, batch.mask, y.tokens, y.mask
         )
         out = self.forward(batch.ids, batch.mask, y.tokens, y.mask, ref_logits)
@@ -274,7 +274,7 @@ class PPO(Algorithm):
             "tokens": y.tokens,
             "mask": y.mask,
             "sample_logprobs": y.policy_logprobs,
-            "ref_logprobs": y.ref_logprobs,
+            "ref_logprobs": ref_logprobs,
             "logprobs": out.logprobs,
             "values": out.values,
             "scores": scores.float().to(policy.device),
