@@ -390,7 +390,8 @@ def save_tiny_model(folder: Path) -> None:
 
 @pytest.mark.slow  # about 15-20 s: two more launches of the full CLI
 def test_cli_under_accelerate_launch(tmp_path):
-    """The documented command: ``accelerate launch ... -m nlhf.cli train ppo``."""
+    """The documented command: ``accelerate launch ... -m nlhf.cli train ppo``; the tiny
+    model's bytes score 0 under VADER, so a length penalty gives the rewards that move it."""
     save_tiny_model(tmp_path / "tiny")
     prompts = ["I loved", "This film", "The worst", "What a", "Great", "Sad"]
     (tmp_path / "prompts.jsonl").write_text(
@@ -400,7 +401,7 @@ def test_cli_under_accelerate_launch(tmp_path):
         "-m", "nlhf.cli", "train", "ppo", "--policy", str(tmp_path / "tiny"), "--lora-r", "2",
         "--prompts", str(tmp_path / "prompts.jsonl"), "--judge", "vader", "--steps", "2",
         "--batch-size", "4", "--max-new-tokens", "4", "--lr", "0.01", "--no-progress",
-        "--no-tensorboard",
+        "--no-tensorboard", "judge_length_penalty=0.1",
     ]  # fmt: skip
     outs = []
     for processes in (1, 2):
@@ -408,6 +409,7 @@ def test_cli_under_accelerate_launch(tmp_path):
         done = launch(*args, "--out", str(out), processes=processes)
         assert done.stdout.count("ppo: 2 steps") == 1  # the summary from the main process only
         outs.append(metrics(out))
+    assert all(row["grad_norm"] > 1e-3 for row in outs[0])  # updates that move the policy
     for a, b in zip(*outs, strict=True):
         assert abs(a["loss"] - b["loss"]) <= 1e-5
         assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4)

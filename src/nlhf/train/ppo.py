@@ -6,17 +6,17 @@
 
 The classic sentiment pipeline (Ziegler et al. 2019; trlX ``ppo_sentiments``).  Each step:
 
-1. rollout: y ~ π per prompt from the KV-cached sampler (log π of every token), then log μ of
-   every token and μ's logits from one no-gradient forward of the reference;
+1. rollout: y ~ π per prompt from the KV-cached sampler, then one no-gradient forward of the
+   reference (log μ of every token, μ's logits) and one of policy + value head (the old
+   log π and values);
 2. reward: the judge's score s(x, y) at the last token, −β·(log π − log μ) at every token
    (:func:`nlhf.losses.kl_penalized_rewards`), optionally whitened;
-3. one no-gradient forward of policy + value head: old log-probs and values; GAE(γ, λ)
-   advantages (whitened over the rollout) and returns;
+3. GAE(γ, λ) advantages (whitened over the rollout) and returns;
 4. ``epochs`` passes of ``mini_batches`` shuffled mini-batches, one optimizer step each on
    the clipped policy loss + ``vf_coef`` × the clipped value loss;
 5. β adapts towards ``kl_target`` (:mod:`nlhf.train.kl_control`), read against the
-   rollout's exact KL (:func:`nlhf.models.logprobs.logits_kl`: step 3's forward against the
-   μ logits of step 1).
+   rollout's exact KL (:func:`nlhf.models.logprobs.logits_kl`: the policy's forward of step 1
+   against μ's logits).
 
 The value head (:mod:`nlhf.train.value_head`) trains with the policy and is saved as
 ``<out>/value_head.safetensors``.  Parameter names in TRL and trlX, metrics: ``docs/trainers.md``.
@@ -273,7 +273,6 @@ class PPO(Algorithm):
             "prompt_mask": batch.mask,
             "tokens": y.tokens,
             "mask": y.mask,
-            "sample_logprobs": y.policy_logprobs,
             "ref_logprobs": ref_logprobs,
             "logprobs": out.logprobs,
             "values": out.values,
@@ -289,7 +288,8 @@ class PPO(Algorithm):
         (``exact_kl``: each completion's KL over the whole vocabulary, for the log)."""
         cfg, procs = self.config, self.trainer.procs
         mask, values = padded["mask"], padded["values"]
-        plp, rlp, keep = padded["sample_logprobs"], padded["ref_logprobs"], mask.bool()
+        # log π and log μ from forwards of the same shape (π = μ gives a penalty of exactly 0)
+        plp, rlp, keep = padded["logprobs"], padded["ref_logprobs"], mask.bool()
         rewards = kl_penalized_rewards(scores, plp, rlp, keep, self.kl.value)
         kl = (plp - rlp).sum(-1)
         non_score = rewards.sum(-1) - scores
