@@ -20,6 +20,7 @@ from nlhf.eval.frontier import (
     regions,
     run_frontier,
     upper_envelope,
+    verdict_lines,
 )
 from nlhf.eval.rollouts import Sampling
 from nlhf.models import Policy, PolicyConfig
@@ -88,6 +89,17 @@ def test_a_method_whose_frontier_is_higher_beyond_some_kl_is_found_there_and_onl
     above = regions(grid, diff_low > 0)
     assert len(above) == 1 and 4.0 <= above[0][0] < 4.2 and above[0][1] == pytest.approx(8)
     assert estimate["b"][-1] == pytest.approx(0.85, abs=0.02)
+
+
+def test_the_dominance_line_says_what_was_compared_and_when_nothing_was():
+    compared = {"a": "ppo", "b": "nash-md", "b_above": [], "a_above": [], "compared": [(1, 2)]}
+    (line,) = verdict_lines([], [compared])
+    assert line.endswith("anywhere over 1–2 nats")
+    (line,) = verdict_lines([], [{**compared, "compared": []}])
+    assert line == (
+        "- frontiers of ppo and nash-md: not compared, no KL is reached by both in every "
+        "bootstrap copy"
+    )
 
 
 def test_the_band_over_several_runs_is_wider_than_over_one_when_runs_disagree():

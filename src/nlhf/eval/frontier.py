@@ -537,13 +537,18 @@ def verdict_lines(matched: list[dict[str, Any]], dominance: list[dict[str, Any]]
         a, b = d["a"], d["b"]
         said = [f"{b}'s frontier is above {a}'s {_span(r)}" for r in d["b_above"]]
         said += [f"{a}'s frontier is above {b}'s {_span(r)}" for r in d["a_above"]]
-        span = ", ".join(f"{lo:.2g}–{hi:.2g}" for lo, hi in d["compared"]) or "no common range"
+        span = ", ".join(f"{lo:.2g}–{hi:.2g}" for lo, hi in d["compared"])
         if said:
             lines.append(f"- frontiers ({span} nats, where both reach): " + "; ".join(said))
-        else:
+        elif span:
             lines.append(
                 f"- frontiers of {a} and {b}: neither lies above the other with its interval "
                 f"clear of 0 anywhere over {span} nats"
+            )
+        else:  # every bootstrap copy must reach a KL for the difference to be read there
+            lines.append(
+                f"- frontiers of {a} and {b}: not compared, no KL is reached by both in every "
+                "bootstrap copy"
             )
     return lines
 
