@@ -5,9 +5,9 @@ the forwards its step runs anyway: the reference's forward over the completions 
 logits and the policy's forward takes the KL of its own against them
 (:func:`nlhf.models.logprobs.completion_logprobs_and_kl`); Nash-MD-PG, whose decode loop runs
 μ beside π for the mixture, takes it from the loop (``SampleOutput.exact_kl``).  These tests
-hold that value to
-:func:`nlhf.models.logprobs.completion_kl`, the two-forward reference implementation, on the
-same completions, and count the forwards a step runs outside its decode loop.
+hold that value to :func:`nlhf.models.logprobs.completion_kl`, the two-forward reference
+implementation, on the same completions, and count the forwards a step runs outside its
+decode loop.
 """
 
 import json
