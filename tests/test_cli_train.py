@@ -8,6 +8,7 @@ outputs, every logged metric documented (docs/trainers.md).  The other tests bui
 trainers in code; these catch a ``Config`` and a ``run`` that do not fit together.
 """
 
+import argparse
 import dataclasses
 import importlib
 import json
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from nlhf.cli import COMMANDS, main
+from nlhf.config import RUN_RECORD_KEYS, config_from_args, to_dict
 from tiny_encoder import make_tiny_encoder
 from trainer_docs import logged_metrics
 
@@ -109,7 +111,14 @@ def test_train_command_runs_one_step_and_writes_what_it_promises(name, assets, t
     module = COMMANDS["train"].commands[name].module.rpartition(".")[2]
     undocumented = {k for r in rows for k in r} - {"step"} - logged_metrics(name, module)
     assert not undocumented, f"logged, not in docs/trainers.md: {sorted(undocumented)}"
-    assert json.loads((out / "config.json").read_text())["out"] == str(out)
+    recorded = json.loads((out / "config.json").read_text())
+    assert recorded["out"] == str(out)
+    # the run's config.json serves as --config for the next run: the same config
+    command = COMMANDS["train"].commands[name]
+    config_class = command.config_class(importlib.import_module(command.module))
+    again = config_from_args(config_class, argparse.Namespace(config=out / "config.json"))
+    fields = {k: v for k, v in recorded.items() if k not in RUN_RECORD_KEYS}
+    assert json.loads(json.dumps(to_dict(again))) == fields
     if name not in ONLINE:
         summary = json.loads((out / "metrics.json").read_text())
         assert summary["steps"] == len(rows)

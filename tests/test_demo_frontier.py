@@ -41,23 +41,31 @@ SWEPT = ("ppo-kl", "nash-md-tau")
 
 def test_the_frontier_sweep_fixes_ppo_s_kl_coefficient_and_varies_nash_md_s_tau(tmp_path):
     config = resolved(
-        Config(out=str(tmp_path), frontier=True, seeds=2, ppo_kl_coefs=[0.01, 0.3], taus=[0.02])
-    )
+        Config(
+            out=str(tmp_path), frontier=True, seeds=2, ppo_kl_coefs=[0.01, 0.3],
+            ppo_lrs=[1e-3, 1e-4], taus=[0.02],
+        )
+    )  # fmt: skip
     sweep = [m for m in methods(config, RunFolder(tmp_path)) if m.name.startswith(SWEPT)]
     assert [m.name for m in sweep] == [
-        "ppo-kl0.01", "ppo-kl0.3", "nash-md-tau0.02",
-        "ppo-kl0.01-seed1", "ppo-kl0.3-seed1", "nash-md-tau0.02-seed1",
+        "ppo-kl0.01-lr0.001", "ppo-kl0.3-lr0.0001", "nash-md-tau0.02",
+        "ppo-kl0.01-lr0.001-seed1", "ppo-kl0.3-lr0.0001-seed1", "nash-md-tau0.02-seed1",
     ]  # fmt: skip
     ppo = [m.config for m in sweep if m.group == "ppo"]
     assert [c.init_kl_coef for c in ppo] == [0.01, 0.3, 0.01, 0.3]
+    assert [c.lr for c in ppo] == [1e-3, 1e-4, 1e-3, 1e-4]  # paired in order
     assert not any(c.adaptive_kl for c in ppo)  # a fixed strength, not a KL target
     assert [m.config.tau for m in sweep if m.group == "nash-md"] == [0.02, 0.02]
+    assert [m.config.seed for m in sweep] == [config.seed] * 3 + [config.seed + 1] * 3
     assert [m.run for m in sweep] == [0, 0, 0, 1, 1, 1]
+    assert sweep[0].title.endswith("init_kl_coef 0.01, lr 0.001, seed 0")
     runs = frontier_runs(config, RunFolder(tmp_path))  # each strength in its method's seed run
-    assert f"ppo#1={tmp_path / 'policies' / 'ppo-kl0.3-seed1'}" in runs
+    assert f"ppo#1={tmp_path / 'policies' / 'ppo-kl0.3-lr0.0001-seed1'}" in runs
     assert len(runs) == 4 + 6 and {r.split("#")[0] for r in runs} == {"ppo", "nash-md"}
     with pytest.raises(ValueError, match="must be > 0"):
         Config(taus=[0.0])
+    with pytest.raises(ValueError, match="ppo_lrs has 1 values, ppo_kl_coefs 2"):
+        Config(ppo_kl_coefs=[0.1, 0.2], ppo_lrs=[1e-4])
     with pytest.raises(ValueError, match="seeds must be ≥ 1"):
         Config(seeds=0)
 
@@ -78,7 +86,8 @@ def test_demo_frontier_with_two_seeds_on_tiny_models(tmp_path, tiny_models):
     out = tmp_path / "run"
     command = [
         sys.executable, "-m", "nlhf.cli", "demo", "--frontier", "--no-progress", "--out", str(out),
-        f"policy={policy}", f"encoder={encoder}", "seeds=2", "ppo_kl_coefs=0.1", "taus=0.1",
+        f"policy={policy}", f"encoder={encoder}", "seeds=2", "ppo_kl_coefs=0.1", "ppo_lrs=1e-3",
+        "taus=0.1",
         "judge_pairs=40", "judge_words=12", "judge_max_length=48", "batch_size=4",
         "max_new_tokens=6", "train_prompts=16", "eval_prompts=4", "samples_per_prompt=2",
         "lora_r=4", "steps=5", "ppo_steps=4", "targets=0.5,2", "best_of_n=1,2",

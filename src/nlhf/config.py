@@ -255,13 +255,19 @@ def build_config(cls: type, values: dict[str, Any], sources: dict[str, str] | No
         raise ConfigError(f"{cls.__name__}: {exc}") from None
 
 
+RUN_RECORD_KEYS = ("algorithm", "processes", "judge_definition")
+"""Entries a training run writes into its ``config.json`` beside the config's fields; a config
+file skips them, so that a run's ``config.json`` serves as ``--config`` for another run."""
+
+
 def config_from_args(cls: type, args: argparse.Namespace) -> Any:
     """Resolve defaults < YAML file < flags < key=value overrides into an instance of ``cls``."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     if getattr(args, "config", None):
         for key, raw in load_yaml(args.config).items():
-            values[key], sources[key] = raw, str(args.config)
+            if key not in RUN_RECORD_KEYS:
+                values[key], sources[key] = raw, str(args.config)
     for field in dataclasses.fields(cls):
         if field.init and field.name in vars(args):
             values[field.name] = getattr(args, field.name)

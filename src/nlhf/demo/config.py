@@ -108,9 +108,14 @@ class Config(Presets):
         "their KL ranges overlap; every run's checkpoints are points of the frontier",
     )
     ppo_kl_coefs: list[float] = option(
-        [0.01, 0.3],
+        [0.3, 0.01, 0.01],
         "--frontier: PPO's KL coefficients β (held fixed), beside the default run's adaptive β; "
         "each run's checkpoints fill in the KLs below its last",
+    )
+    ppo_lrs: list[float] = option(
+        [1e-4, 1e-3, 2e-3],
+        "--frontier: PPO's learning rate at each coefficient of ppo_kl_coefs, in order (in "
+        "ppo_steps rollouts a lower β alone does not take PPO further from the reference)",
     )
     taus: list[float] = option(
         [0.01, 0.3], "--frontier: Nash-MD-PG's τ values, beside the default run's τ"
@@ -128,8 +133,13 @@ class Config(Presets):
 
     def check(self) -> None:
         self.at_least(1, "seeds")
-        if any(v <= 0 for v in [*self.ppo_kl_coefs, *self.taus, *self.targets]):
-            raise ValueError("ppo_kl_coefs, taus and targets must be > 0")
+        if any(v <= 0 for v in [*self.ppo_kl_coefs, *self.ppo_lrs, *self.taus, *self.targets]):
+            raise ValueError("ppo_kl_coefs, ppo_lrs, taus and targets must be > 0")
+        if len(self.ppo_lrs) != len(self.ppo_kl_coefs):
+            raise ValueError(
+                f"ppo_lrs has {len(self.ppo_lrs)} values, ppo_kl_coefs {len(self.ppo_kl_coefs)}: "
+                "one learning rate per coefficient"
+            )
         self.at_least(0, "lora_r", "pm_rank", "tau", "ppo_lr", "ppo_kl_coef", "minutes")
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"beta must lie in [0, 1], got {self.beta}")

@@ -86,32 +86,31 @@ def _seeded(method: Method, k: int, config: Config, layout: RunFolder) -> Method
 
 
 def sweep(config: Config, layout: RunFolder, plain: list[Method]) -> list[Method]:
-    """PPO at every fixed KL coefficient of ``ppo_kl_coefs`` and Nash-MD-PG at every τ of
-    ``taus``, from every seed.  Each belongs to its method's family, ``ppo`` or ``nash-md``,
-    as part of the run of its seed: a method's frontier is the envelope over the checkpoints
-    of all its strengths, and the head-to-head at a target KL takes each method's checkpoint
-    nearest it, whichever strength it came from."""
+    """PPO at every fixed KL coefficient of ``ppo_kl_coefs`` (each with its learning rate of
+    ``ppo_lrs``) and Nash-MD-PG at every τ of ``taus``, from every seed.  Each belongs to its
+    method's family, ``ppo`` or ``nash-md``, as part of the run of its seed: a method's
+    frontier is the envelope over the checkpoints of all its strengths, and the head-to-head
+    at a target KL takes each method's checkpoint nearest it, whichever strength it came
+    from."""
     by_name = {m.name: m for m in plain}
     out = []
     for k in range(config.seeds):
-        for name, field, values in (
-            ("ppo", "init_kl_coef", config.ppo_kl_coefs),
-            ("nash-md", "tau", config.taus),
-        ):
-            for value in values:
-                short = "kl" if name == "ppo" else "tau"
-                label = f"{name}-{short}{value:g}" + (f"-seed{k}" if k else "")
-                fixed = {"adaptive_kl": False} if name == "ppo" else {}
-                own = replace(
-                    by_name[name].config,
-                    **{field: value},
-                    **fixed,
-                    seed=config.seed + k,
-                    out=str(layout.policy(label)),
-                )
-                title = f"{by_name[name].title}, {field} {value:g}, seed {config.seed + k}"
-                calls = by_name[name].comparisons_per_step
-                out.append(Method(label, title, own, calls, name, k))
+        suffix = f"-seed{k}" if k else ""
+        strengths = [
+            ("ppo", f"ppo-kl{beta:g}-lr{lr:g}", dict(init_kl_coef=beta, lr=lr, adaptive_kl=False))
+            for beta, lr in zip(config.ppo_kl_coefs, config.ppo_lrs, strict=True)
+        ] + [("nash-md", f"nash-md-tau{tau:g}", dict(tau=tau)) for tau in config.taus]
+        for name, label, fields in strengths:
+            own = replace(
+                by_name[name].config,
+                **fields,
+                seed=config.seed + k,
+                out=str(layout.policy(label + suffix)),
+            )
+            shown = ", ".join(f"{f} {v:g}" for f, v in fields.items() if f != "adaptive_kl")
+            title = f"{by_name[name].title}, {shown}, seed {config.seed + k}"
+            calls = by_name[name].comparisons_per_step
+            out.append(Method(label + suffix, title, own, calls, name, k))
     return out
 
 
