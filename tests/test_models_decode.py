@@ -148,19 +148,88 @@ def test_an_unsupported_architecture_falls_back_to_transformers(monkeypatch):
     assert out.tokens.shape == (3, 4)
 
 
-def test_a_lora_policy_is_not_lean_and_its_reference_view_neither():
-    policy = Policy(model("gpt2"), None, PolicyConfig(lora_r=2, lora_alpha=4))
-    assert "peft" in lean_unsupported(policy.model)
+def lora_policy(kind: str, **lora) -> Policy:
+    """A LoRA policy whose adapter changes the logits (peft starts B at zero)."""
+    policy = Policy(model(kind), None, PolicyConfig(lora_r=2, lora_alpha=4, **lora))
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for name, weight in policy.model.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0, 0.3)
+    return policy
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama-gqa"])
+@pytest.mark.parametrize("fuse", [None, False])
+def test_a_lora_policy_and_its_reference_view_sample_on_the_lean_path_as_in_peft(kind, fuse):
+    """One shared forward (fuse None) or one per model: the same pairs as peft's."""
+    policy = lora_policy(kind)
+    ids, mask = prompts()
+    runs = {
+        decoder: sample_pair(
+            policy,
+            ids,
+            mask,
+            12,
+            reference=policy.reference,
+            beta=0.4,
+            generator=torch.Generator().manual_seed(7),
+            fuse=fuse,
+            decoder=decoder,
+        )
+        for decoder in ("lean", "transformers")
+    }
+    for lean, general in zip(runs["lean"], runs["transformers"], strict=True):
+        assert_same(lean, general)
+    base = sample(policy.reference, ids, mask, 12, generator=torch.Generator().manual_seed(7))
+    assert not torch.allclose(runs["lean"][0].policy_logprobs, base.policy_logprobs)
+
+
+def test_one_of_several_adapters_decodes_lean_against_a_separate_reference():
+    """The tournament's case: named adapters on one base, the active one sampled, the KL
+    read from a reference loaded on its own."""
+    policy = lora_policy("llama")
+    peft = policy.model
+    peft.add_adapter("other", peft.peft_config["default"])
+    peft.set_adapter("other")  # a fresh adapter: B = 0, the base's logits
+    reference = model("llama")
+    ids, mask = prompts()
+    for name, same_as_base in (("other", True), ("default", False)):
+        peft.set_adapter(name)
+        runs = {
+            decoder: sample(
+                peft,
+                ids,
+                mask,
+                8,
+                reference=reference,
+                generator=torch.Generator().manual_seed(1),
+                decoder=decoder,
+            )
+            for decoder in ("lean", "transformers")
+        }
+        assert_same(runs["lean"], runs["transformers"])
+        exact = runs["lean"].exact_kl.abs().max()
+        assert (exact < 1e-5) if same_as_base else (exact > 1e-3)
+
+
+def test_dora_falls_back_to_transformers():
+    from peft import LoraConfig, get_peft_model
+
+    peft = get_peft_model(model("llama"), LoraConfig(r=2, use_dora=True, target_modules=["q_proj"]))
+    assert "variant" in lean_unsupported(peft)
     ids, mask = prompts()
     with pytest.raises(ValueError, match="decoder='lean'"):
-        sample(policy, ids, mask, 3, decoder="lean")
+        sample(peft, ids, mask, 3, decoder="lean")
+    out = sample(peft, ids, mask, 3, generator=torch.Generator().manual_seed(0))
+    assert out.tokens.shape == (3, 3)
 
 
-def test_the_static_cache_fills_every_block_and_appends_in_place():
+def test_the_static_cache_fills_every_row_and_appends_in_place():
     like = torch.zeros(1)
     cache = StaticCache(layers=1, rows=4, heads=2, capacity=5, head_dim=3, like=like)
     keys = torch.randn(2, 2, 3, 3)
-    cache.fill(0, keys, keys + 1, torch.arange(2))
+    cache.fill(0, keys, keys + 1, torch.tensor([0, 1, 0, 1]))
     assert torch.equal(cache.keys[0][:2, :, :3], keys)
     assert torch.equal(cache.keys[0][2:, :, :3], keys)
     assert torch.equal(cache.values[0][2:, :, :3], keys + 1)
@@ -169,7 +238,7 @@ def test_the_static_cache_fills_every_block_and_appends_in_place():
     k, _ = cache.append(0, new, new, slot=3)
     assert k.shape == (4, 2, 4, 3) and torch.equal(k[:, :, 3:], new)
     assert cache.keys[0].data_ptr() == storage
-    cache.fill(0, keys[:1], keys[:1], torch.zeros(2, dtype=torch.long))  # one prompt, two rows
+    cache.fill(0, keys[:1], keys[:1], torch.zeros(4, dtype=torch.long))  # one prompt, four rows
     assert all(torch.equal(cache.keys[0][r, :, :3], keys[0]) for r in range(4))
 
 

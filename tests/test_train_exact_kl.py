@@ -32,7 +32,7 @@ def logged(out: Path, key: str) -> list[float]:
 @pytest.mark.parametrize("name", TRAINERS)
 def test_the_logged_kl_equals_completion_kl_on_the_same_completions(name, tmp_path, monkeypatch):
     """Step 2 (after one update, so π ≠ μ): the logged kl is completion_kl's mean on the
-    completions of that step, to 1e-5 relative."""
+    completions of that step, to 1e-5 relative or 1e-6 nats."""
     expected: list[torch.Tensor] = []
     if name == "nash-md":  # y, the first of the pair, at the weights it was sampled with
         sample_pair = nash_md.sample_pair
@@ -68,7 +68,8 @@ def test_the_logged_kl_equals_completion_kl_on_the_same_completions(name, tmp_pa
     kl = logged(tmp_path, "kl")
     assert len(kl) == 2 and len(expected) == 2  # one chunk, one sample per step
     assert float(expected[1].mean()) > 1e-6  # a KL the comparison can see
-    assert kl[1] == pytest.approx(float(expected[1].mean()), rel=1e-5, abs=1e-9)
+    # float rounding of two attention kernels (decode loop, full forward): about 1e-7 nats
+    assert kl[1] == pytest.approx(float(expected[1].mean()), rel=1e-5, abs=1e-6)
 
 
 class Counter:

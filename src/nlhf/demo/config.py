@@ -108,12 +108,13 @@ class Config(Presets):
         "their KL ranges overlap; every run's checkpoints are points of the frontier",
     )
     ppo_kl_coefs: list[float] = option(
-        [0.3, 0.01, 0.01],
-        "--frontier: PPO's KL coefficients β (held fixed), beside the default run's adaptive β; "
-        "each run's checkpoints fill in the KLs below its last",
+        [0.01, 0.01],
+        "--frontier: PPO's KL coefficients β (held fixed), beside the default run's adaptive β "
+        "(whose checkpoints hold PPO's low KLs); each run's checkpoints fill in the KLs below "
+        "its last",
     )
     ppo_lrs: list[float] = option(
-        [1e-4, 1e-3, 2e-3],
+        [1e-3, 2e-3],
         "--frontier: PPO's learning rate at each coefficient of ppo_kl_coefs, in order (in "
         "ppo_steps rollouts a lower β alone does not take PPO further from the reference)",
     )

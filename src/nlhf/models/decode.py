@@ -5,9 +5,10 @@ object owns how the next-token logits are computed.  Rows follow one :class:`Lay
 policy runs G groups of B rows (one group per mixture coefficient, each continuing the B
 prompts), the reference runs the groups that need μ.  Two implementations:
 
-- :class:`LeanForwards` (this module): policy and reference (full fine-tuning, or bare
-  models) of the architectures :mod:`nlhf.models.decode_lean` supports; one ``step`` per
-  token computes both models' logits with static KV caches, no transformers call;
+- :class:`LeanForwards` (this module): policy and reference of the architectures
+  :mod:`nlhf.models.decode_lean` supports (bare, fully fine-tuned or under LoRA); one
+  ``step`` per token computes both models' logits with static KV caches, no transformers
+  call, and a LoRA policy's rows share each forward with its reference's;
 - :class:`~nlhf.models.decode_general.GeneralForwards`: any causal LM through transformers,
   including peft policies whose reference is their adapter-disabled view (then policy and
   reference rows share one forward).
@@ -23,7 +24,7 @@ from typing import Any, Protocol
 
 import torch
 
-from nlhf.models.decode_lean import LeanLM
+from nlhf.models.decode_lean import LeanLM, lean_parts
 from nlhf.models.logprobs import distinct_prompts
 
 Logits = tuple[torch.Tensor, torch.Tensor | None]
@@ -76,24 +77,44 @@ class Forwards(Protocol):
 
 
 class LeanForwards:
-    """Policy and reference as :class:`~nlhf.models.decode_lean.LeanLM`: one call per token."""
+    """Policy and reference as :class:`~nlhf.models.decode_lean.LeanLM`: one call per token.
 
-    def __init__(self, policy_model: Any, ref_model: Any, layout: Layout) -> None:
+    ``shared``: the reference runs the policy's own base (a LoRA policy and its
+    adapter-disabled view), so both models' rows run as one :class:`LeanLM` whose blocks
+    choose their adapter: every base weight is read once per token for both."""
+
+    def __init__(self, policy_model: Any, ref_model: Any, layout: Layout, shared: bool) -> None:
         self.layout = layout
         args = (layout.prompt_ids, layout.prompt_mask)
-        self.policy = LeanLM.build(policy_model, *args, layout.groups, layout.capacity)
-        self.ref = None
-        if ref_model is not None and layout.ref_groups:
-            self.ref = LeanLM.build(ref_model, *args, len(layout.ref_groups), layout.capacity)
+        self.ref = self.shared = None
+        refs = len(layout.ref_groups) if ref_model is not None else 0
+        if refs:
             self.ref_index = layout.ref_index()
+        if shared and refs:
+            adapters = [lean_parts(policy_model)[1]] * layout.groups
+            adapters += [lean_parts(ref_model)[1]] * refs
+            self.shared = LeanLM.build(
+                policy_model, *args, layout.groups + refs, layout.capacity, adapters
+            )
+            return
+        self.policy = LeanLM.build(policy_model, *args, layout.groups, layout.capacity)
+        if refs:
+            self.ref = LeanLM.build(ref_model, *args, refs, layout.capacity)
+
+    def _split(self, logits: torch.Tensor) -> Logits:
+        rows = self.layout.rows
+        return logits[:rows], logits[rows:]
 
     def prefill(self) -> Logits:
-        pol = self.policy.prefill().repeat(self.layout.groups, 1)
-        if self.ref is None:
-            return pol, None
-        return pol, self.ref.prefill().repeat(len(self.layout.ref_groups), 1)
+        if self.shared is not None:
+            return self._split(self.shared.prefill())
+        pol = self.policy.prefill()
+        return pol, None if self.ref is None else self.ref.prefill()
 
     def step(self, tokens: torch.Tensor, t: int) -> Logits:
+        if self.shared is not None:
+            feed = torch.cat([tokens, tokens.index_select(0, self.ref_index)])
+            return self._split(self.shared.step(feed, t))
         pol = self.policy.step(tokens, t)
         if self.ref is None:
             return pol, None

@@ -27,11 +27,11 @@ These equal a fresh full forward pass (:meth:`Policy.logprobs`) on the returned 
 How.  One decode loop serves every row: per token, one batched forward of the policy over all
 sample rows (``sample_pair``: [y rows ; y′ rows]) and one of the reference over the rows that
 need μ, each with a KV cache allocated once, so the cost is linear in the length.  For
-Llama-family and GPT-2 models (full fine-tuning or bare models) both forwards run on the lean
-path (:mod:`nlhf.models.decode_lean`: the model's weights driven by torch ops, a static
+Llama-family and GPT-2 models (bare, fully fine-tuned or under LoRA) both forwards run on the
+lean path (:mod:`nlhf.models.decode_lean`: the model's weights driven by torch ops, a static
 cache, no transformers call per token); any other model goes through transformers
-(:mod:`nlhf.models.decode_general`), where a LoRA policy and its adapter-disabled reference
-share one forward (peft's per-row ``adapter_names``).  Both paths sample the same tokens.
+(:mod:`nlhf.models.decode_general`).  On either path a LoRA policy and its adapter-disabled
+reference share one forward, each row with its own adapter.  Both paths sample the same tokens.
 Each distinct prompt runs once per model (rows that repeat a prompt, or ``num_samples``
 copies, share it) and fills the cache of every row that continues it.  The loop
 runs in eval mode (restored afterwards) under ``torch.no_grad``.  With a model sharded by
@@ -374,7 +374,7 @@ def _forwards(
     models = [policy_model] + ([ref_model] if ref_model is not None else [])
     reasons = [why for why in map(lean_unsupported, models) if why is not None]
     if not reasons:
-        return LeanForwards(policy_model, ref_model, layout)
+        return LeanForwards(policy_model, ref_model, layout, fused)
     if decoder == "lean":
         raise ValueError(f"decoder='lean' cannot run this model: {reasons[0]}")
     return GeneralForwards(policy_model, ref_model, fused, layout)
