@@ -35,7 +35,8 @@ Contenders, all producing y ~ π and y′ ~ π_β for every prompt:
   practical limit.  ``efficiency = minimal / ours``.
 
 Also timed: plain sampling (``sample`` vs ``model.generate``), with a LoRA policy the fused
-policy + reference forward (peft ``adapter_names``) against two separate forwards, and
+policy + reference forward (one forward over the shared base, each row with its adapter or
+none) against two separate forwards, and
 ``ours_transformers``: ``sample_pair(decoder="transformers")``, the general path, against the
 lean path ``ours`` takes for GPT-2 and Llama (lean / transformers: what the lean path buys).
 
