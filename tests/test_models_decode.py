@@ -7,7 +7,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCau
 from nlhf.models import Policy, PolicyConfig, sample, sample_pair
 from nlhf.models import sampling as sampling_module
 from nlhf.models.decode_lean import StaticCache, lean_unsupported
-from nlhf.models.tiny import tiny_causal_lm
+from nlhf.models.tiny import randomize_lora, tiny_causal_lm
 
 VOCAB, EOS, PAD = 48, 1, 0
 CLOSE = {"atol": 2e-5, "rtol": 0}
@@ -65,23 +65,22 @@ def assert_same(lean, general) -> None:
         torch.testing.assert_close(lean.ref_logprobs, general.ref_logprobs, **CLOSE)
 
 
+def on_both_paths(sampler, *args, seed: int = 7, **kwargs) -> dict:
+    """``sampler(*args, **kwargs)`` on the lean and the transformers path, each with a fresh
+    generator seeded ``seed``."""
+    return {
+        decoder: sampler(
+            *args, generator=torch.Generator().manual_seed(seed), decoder=decoder, **kwargs
+        )
+        for decoder in ("lean", "transformers")
+    }
+
+
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "llama-gqa"])
 def test_lean_path_samples_the_same_pairs_and_logprobs_as_transformers(kind):
     policy, reference = model(kind, seed=0), model(kind, seed=1)
     ids, mask = prompts()
-    runs = {
-        decoder: sample_pair(
-            policy,
-            ids,
-            mask,
-            20,
-            reference=reference,
-            beta=0.4,
-            generator=torch.Generator().manual_seed(7),
-            decoder=decoder,
-        )
-        for decoder in ("lean", "transformers")
-    }
+    runs = on_both_paths(sample_pair, policy, ids, mask, 20, reference=reference, beta=0.4)
     for lean, general in zip(runs["lean"], runs["transformers"], strict=True):
         assert_same(lean, general)
     assert runs["lean"][1].tokens.ne(runs["lean"][0].tokens).any()  # y′ is not a copy of y
@@ -148,14 +147,10 @@ def test_an_unsupported_architecture_falls_back_to_transformers(monkeypatch):
     assert out.tokens.shape == (3, 4)
 
 
-def lora_policy(kind: str, **lora) -> Policy:
-    """A LoRA policy whose adapter changes the logits (peft starts B at zero)."""
-    policy = Policy(model(kind), None, PolicyConfig(lora_r=2, lora_alpha=4, **lora))
-    torch.manual_seed(3)
-    with torch.no_grad():
-        for name, weight in policy.model.named_parameters():
-            if "lora_B" in name:
-                weight.normal_(0, 0.3)
+def lora_policy(kind: str) -> Policy:
+    """A LoRA policy whose adapter changes the logits."""
+    policy = Policy(model(kind), None, PolicyConfig(lora_r=2, lora_alpha=4))
+    randomize_lora(policy.model, std=0.3, seed=3)
     return policy
 
 
@@ -165,20 +160,9 @@ def test_a_lora_policy_and_its_reference_view_sample_on_the_lean_path_as_in_peft
     """One shared forward (fuse None) or one per model: the same pairs as peft's."""
     policy = lora_policy(kind)
     ids, mask = prompts()
-    runs = {
-        decoder: sample_pair(
-            policy,
-            ids,
-            mask,
-            12,
-            reference=policy.reference,
-            beta=0.4,
-            generator=torch.Generator().manual_seed(7),
-            fuse=fuse,
-            decoder=decoder,
-        )
-        for decoder in ("lean", "transformers")
-    }
+    runs = on_both_paths(
+        sample_pair, policy, ids, mask, 12, reference=policy.reference, beta=0.4, fuse=fuse
+    )
     for lean, general in zip(runs["lean"], runs["transformers"], strict=True):
         assert_same(lean, general)
     base = sample(policy.reference, ids, mask, 12, generator=torch.Generator().manual_seed(7))
@@ -196,18 +180,7 @@ def test_one_of_several_adapters_decodes_lean_against_a_separate_reference():
     ids, mask = prompts()
     for name, same_as_base in (("other", True), ("default", False)):
         peft.set_adapter(name)
-        runs = {
-            decoder: sample(
-                peft,
-                ids,
-                mask,
-                8,
-                reference=reference,
-                generator=torch.Generator().manual_seed(1),
-                decoder=decoder,
-            )
-            for decoder in ("lean", "transformers")
-        }
+        runs = on_both_paths(sample, peft, ids, mask, 8, reference=reference, seed=1)
         assert_same(runs["lean"], runs["transformers"])
         exact = runs["lean"].exact_kl.abs().max()
         assert (exact < 1e-5) if same_as_base else (exact > 1e-3)

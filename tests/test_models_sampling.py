@@ -8,7 +8,7 @@ import torch
 from nlhf.models import Policy, PolicyConfig, mixture_logits, row_generators, sample, sample_pair
 from nlhf.models.lm import AdapterDisabled
 from nlhf.models.logprobs import completion_kl, completion_logprobs, position_ids_from_mask
-from nlhf.models.tiny import tiny_causal_lm
+from nlhf.models.tiny import randomize_lora, tiny_causal_lm
 
 KINDS = ["gpt2", "llama"]
 VOCAB = 32
@@ -49,11 +49,7 @@ def full_policy(kind: str = "gpt2") -> Policy:
 def lora_policy(kind: str = "gpt2") -> Policy:
     model = tiny_causal_lm(kind, vocab_size=VOCAB, eos_token_id=EOS, pad_token_id=PAD)
     policy = Policy(model, None, PolicyConfig(lora_r=4, lora_alpha=8))
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for name, p in policy.model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 0.5)
+    randomize_lora(policy.model, std=0.5, seed=1)
     return policy
 
 

@@ -7,6 +7,7 @@ For tests, smoke runs and examples where the real model does not matter:
     model = tiny_causal_lm("llama", vocab_size=len(tok), eos_token_id=tok.eos_token_id,
                            pad_token_id=tok.pad_token_id)
     model, tok = tiny_byte_lm("llama")        # the same two in one call
+    randomize_lora(policy.model, std=0.3, seed=3)  # a LoRA adapter that changes the logits
 """
 
 from __future__ import annotations
@@ -104,3 +105,13 @@ def tiny_byte_lm(kind: Literal["gpt2", "llama"] = "gpt2", seed: int = 0, **sizes
         **sizes,
     )
     return model, tok
+
+
+def randomize_lora(model: torch.nn.Module, std: float, seed: int) -> None:
+    """Draw every LoRA B matrix of a peft model from N(0, std²) (peft starts them at zero, so
+    a fresh adapter leaves the logits as they are)."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0.0, std)
