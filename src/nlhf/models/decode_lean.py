@@ -98,8 +98,8 @@ def lean_unsupported(model: Any) -> str | None:
         if why := _adapter_unsupported(model):
             return why
         model = lean_parts(model)[0]
-    if not isinstance(model, nn.Module) or is_sharded(model):
-        return "not a transformers model (sharded or a view)"
+    if not isinstance(model, nn.Module):
+        return "not a transformers model"
     if type(model) not in (LlamaForCausalLM, GPT2LMHeadModel):
         return f"{type(model).__name__} is not LlamaForCausalLM or GPT2LMHeadModel"
     layers = list(_layers(model))
@@ -232,17 +232,16 @@ class LeanLM:
         if not adapters:
             return out
         for start, stop, name in self.segments:
-            if name is None:
-                continue
-            if (weights := adapters.get(name)) is None:
+            if (weights := adapters.get(name)) is None:  # the bare base, or not adapted here
                 continue
             a, b, scaling = weights
-            rows = x if stop - start == x.shape[0] else x[start:stop]
-            delta = F.linear(F.linear(rows.to(a.dtype), a), b) * scaling
-            if stop - start == x.shape[0]:
-                out = out + delta.to(out.dtype)
+            whole = stop - start == x.shape[0]
+            delta = F.linear(F.linear((x if whole else x[start:stop]).to(a.dtype), a), b)
+            delta = (delta * scaling).to(out.dtype)
+            if whole:
+                out = out + delta
             else:
-                out[start:stop] += delta.to(out.dtype)
+                out[start:stop] += delta
         return out
 
     def attend(
