@@ -39,7 +39,7 @@ from torch import nn
 from transformers.pytorch_utils import Conv1D
 
 from nlhf.config import Checked, ConfigError, option
-from nlhf.models.activations import fuse_gelu
+from nlhf.models.activations import fuse_gelu, lean_swiglu
 from nlhf.models.lm import DTYPES, AdapterDisabled, is_peft_model, load_causal_lm, model_device
 from nlhf.models.logprobs import (
     completion_logprobs,
@@ -192,6 +192,7 @@ class Policy:
         if self.config.disable_dropout:
             disable_dropout(model)
         fuse_gelu(model)
+        lean_swiglu(model)
         self._frozen_reference: nn.Module | None = None
         if is_peft_model(model):
             if self.config.lora_r:
