@@ -380,7 +380,8 @@ def table(summary: dict, cotenant: float, rounds: int, device: str) -> str:
         )
     lines.append("")
     lines.append(
-        f"Each figure: the median over {rounds} runs (each the median of the measured steps "
+        f"Each figure: the median over {rounds} run{'s' if rounds != 1 else ''} (each the median "
+        "of the measured steps "
         "after the warm-up steps, in its own process; peer and ours alternate, taking turns to "
         "go first); other CPU load: the most CPU used by other processes during one of our "
         f"runs / the peer's, as a share of the machine ({cotenant:.0%} over the whole "

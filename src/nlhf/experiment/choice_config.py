@@ -169,6 +169,16 @@ class CycleConfig(ChoiceConfig):
     strength: list[float] = option(
         [0.1, 0.4], "the cells: share λ of the quality voters (below and above ¼, the overturn)"
     )
+    tau: float = option(
+        0.05,
+        "KL regularization τ of the Nash routes (online IPO's β), larger than the decoy's: "
+        "at τ = 0.02 no step size takes exact Nash-MD to π*_τ of the cycling cell in 16 steps",
+    )
+    nash_lr: float = option(
+        4e-4,
+        "AdamW learning rate of Nash-MD-PG and online IPO (below the decoy's: at 1e-3 the "
+        "routes fall onto one answer within a few steps, before the cycle can turn)",
+    )
 
     def check(self) -> None:
         if not self.strength or any(not 0.0 <= s <= 1.0 for s in self.strength):
