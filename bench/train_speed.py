@@ -381,11 +381,10 @@ def table(summary: dict, cotenant: float, rounds: int, device: str) -> str:
     lines.append("")
     lines.append(
         f"Each figure: the median over {rounds} run{'s' if rounds != 1 else ''} (each the median "
-        "of the measured steps "
-        "after the warm-up steps, in its own process; peer and ours alternate, taking turns to "
-        "go first); other CPU load: the most CPU used by other processes during one of our "
-        f"runs / the peer's, as a share of the machine ({cotenant:.0%} over the whole "
-        f"benchmark). Device: {device}."
+        "of the measured steps after the warm-up steps, in its own process; peer and ours "
+        "alternate, taking turns to go first); other CPU load: the most CPU used by other "
+        "processes during one of our runs / the peer's, as a share of the machine "
+        f"({cotenant:.0%} over the whole benchmark). Device: {device}."
     )
     for key, s in summary.items():
         if s["peer_error"]:

@@ -26,6 +26,14 @@ def loss_and_grads(model, ids):
     return loss.detach(), [p.grad.clone() for p in model.parameters()]
 
 
+def assert_same_loss_and_grads(model, other, ids, loss_atol, rtol, atol):
+    loss, grads = loss_and_grads(model, ids)
+    loss_other, grads_other = loss_and_grads(other, ids)
+    torch.testing.assert_close(loss, loss_other, rtol=0, atol=loss_atol)
+    for g, g_other in zip(grads, grads_other, strict=True):
+        torch.testing.assert_close(g, g_other, rtol=rtol, atol=atol)
+
+
 def test_gpt2_gelu_is_fused_with_the_same_outputs_and_gradients():
     model = tiny_causal_lm("gpt2", vocab_size=64, layers=3, hidden=32)
     assert count(model, SLOW) == 3  # gelu_new, one per block
@@ -34,11 +42,7 @@ def test_gpt2_gelu_is_fused_with_the_same_outputs_and_gradients():
     assert count(model, SLOW) == 0 and count(model, FUSED) == 3
     assert fuse_gelu(model) == 0  # nothing left to swap
     ids = torch.randint(2, 64, (3, 9))
-    loss, grads = loss_and_grads(model, ids)
-    loss_slow, grads_slow = loss_and_grads(slow, ids)
-    torch.testing.assert_close(loss, loss_slow, rtol=0, atol=1e-6)
-    for g, g_slow in zip(grads, grads_slow, strict=True):
-        torch.testing.assert_close(g, g_slow, rtol=1e-4, atol=1e-6)
+    assert_same_loss_and_grads(model, slow, ids, loss_atol=1e-6, rtol=1e-4, atol=1e-6)
 
 
 def test_gelu_fast_is_fused_too_and_silu_is_left_alone():
@@ -96,11 +100,7 @@ def test_lean_swiglu_has_the_same_outputs_and_gradients_and_saves_less():
         plain = copy.deepcopy(model)
         assert lean_swiglu(model) == 2
         ids = torch.randint(2, 64, (3, 9))
-        loss, grads = loss_and_grads(model, ids)
-        loss_plain, grads_plain = loss_and_grads(plain, ids)
-        torch.testing.assert_close(loss, loss_plain, rtol=0, atol=1e-12)
-        for g, g_plain in zip(grads, grads_plain, strict=True):
-            torch.testing.assert_close(g, g_plain, rtol=1e-9, atol=1e-12)
+        assert_same_loss_and_grads(model, plain, ids, loss_atol=1e-12, rtol=1e-9, atol=1e-12)
         # two of the four (rows × positions × intermediate) tensors per MLP are not kept
         width = model.config.intermediate_size
         fewer = saved_elements(plain, ids) - saved_elements(model, ids)
