@@ -3,7 +3,8 @@
 A tabular autoregressive policy over a vocabulary of 3 and 3 new tokens (27 sequences, or
 fewer with an end-of-sequence token): the exact objective P(π_θ ≻ π_β) − τ·KL(π_θ‖μ) and its
 gradient come from summing over every sequence; the estimator's mean over many samples must
-match it within Monte-Carlo error, and a biased variant must not.
+match it within Monte-Carlo error, and a biased variant must not.  The variant with the exact
+per-position KL must match it too, with a smaller spread.
 """
 
 import itertools
@@ -11,7 +12,7 @@ import itertools
 import pytest
 import torch
 
-from nlhf.losses import masked_sum, nash_md_pg_loss, nash_md_pg_weights
+from nlhf.losses import masked_sum, nash_md_pg_loss, nash_md_pg_weights, position_kl
 
 V, T, TAU = 3, 3, 0.3
 
@@ -109,6 +110,11 @@ class World:
         assert (seq_ids >= 0).all()
         return tokens, mask, seq_ids
 
+    def position_logits(self, logits, tokens):
+        """The logits (n, T, V) each token was drawn from."""
+        rows = [self.prefix_row[code(tokens, t)] for t in range(T)]
+        return torch.stack([logits[r] for r in rows], dim=1)
+
     def token_logprobs(self, logits, tokens, mask):
         logp = torch.log_softmax(logits, -1)
         out = torch.zeros(tokens.shape, dtype=logits.dtype)
@@ -117,7 +123,7 @@ class World:
         return out * mask
 
 
-def estimator_mean(world, loss_fn, chunks=24, per_chunk=4000, bernoulli=False):
+def estimator_mean(world, loss_fn, chunks=24, per_chunk=4000, bernoulli=False, exact=False):
     gen = torch.Generator().manual_seed(1)
     tokens, mask, ids = world.sample(world.theta, chunks * per_chunk, gen)
     _, _, opp_ids = world.sample(world.opp, chunks * per_chunk, gen)
@@ -129,7 +135,11 @@ def estimator_mean(world, loss_fn, chunks=24, per_chunk=4000, bernoulli=False):
     for c in range(chunks):
         sl = slice(c * per_chunk, (c + 1) * per_chunk)
         lp = world.token_logprobs(world.theta, tokens[sl], mask[sl])
-        loss = loss_fn(lp, ref_lp[sl], mask[sl], pref[sl], TAU)
+        extra = {}
+        if exact:  # the exact per-position KL of the sampled prefixes, with its gradient
+            logits = world.position_logits(world.theta, tokens[sl])
+            extra["kl"] = position_kl(logits, world.position_logits(world.ref, tokens[sl]))
+        loss = loss_fn(lp, ref_lp[sl], mask[sl], pref[sl], TAU, **extra)
         (g,) = torch.autograd.grad(loss, world.theta)
         grads.append(g)
     grads = torch.stack(grads)
@@ -152,6 +162,29 @@ def test_estimator_is_unbiased(eos, bernoulli):
     z = (mean - exact).abs() / (se + 1e-12)
     assert exact.abs().max() > 0.05  # a gradient worth estimating
     assert z.max() < 5.0, f"max z-score {z.max():.2f}"
+
+
+@pytest.mark.parametrize("eos", [None, 0])
+def test_the_exact_kl_estimator_is_unbiased_with_a_smaller_spread(eos):
+    world = World(eos)
+    exact = world.exact_gradient()
+    _, sampled_se = estimator_mean(world, nash_md_pg_loss)
+    mean, se = estimator_mean(world, nash_md_pg_loss, exact=True)
+    z = (mean - exact).abs() / (se + 1e-12)
+    assert z.max() < 5.0, f"max z-score {z.max():.2f}"
+    assert se.norm() < 0.9 * sampled_se.norm(), (se.norm(), sampled_se.norm())
+
+
+def test_the_exact_kl_loss_adds_tau_times_the_kl_and_weights_scores_by_later_kl():
+    logprobs = torch.tensor([[-1.0, -2.0, -3.0]], requires_grad=True)
+    kl = torch.tensor([[0.3, 0.2, 5.0]], requires_grad=True)
+    mask = torch.tensor([[True, True, False]])
+    loss = nash_md_pg_loss(logprobs, torch.zeros(1, 3), mask, torch.tensor([0.9]), 0.1, kl=kl)
+    loss.backward()
+    # τ·(0.3 + 0.2) − [(0.4 − 0.1·0.2)·(−1) + 0.4·(−2)]; the padded position counts nowhere
+    assert loss.item() == pytest.approx(0.1 * 0.5 + 0.38 + 0.8)
+    torch.testing.assert_close(logprobs.grad, torch.tensor([[-0.38, -0.4, 0.0]]))
+    torch.testing.assert_close(kl.grad, torch.tensor([[0.1, 0.1, 0.0]]))
 
 
 def test_a_biased_variant_is_caught():

@@ -72,6 +72,9 @@ class ChoiceConfig(Presets):
     routes: list[str] = option(list(ROUTES), f"routes each cell trains: {', '.join(ROUTES)}")
     lora_r: int = option(8, "LoRA rank of the policies (adapters on every linear layer)")
     nash_lr: float = option(1e-3, "AdamW learning rate of Nash-MD-PG and online IPO")
+    exact_kl: bool = option(
+        False, "Nash-MD-PG's KL term from the exact KL over the vocabulary (nash-md exact_kl)"
+    )
     ppo_lr: float = option(1e-4, "AdamW learning rate of PPO")
     ppo_epochs: int = option(2, "PPO: passes over each rollout (2 mini-batches each)")
     pm_rank: int = option(4, "rank of the preference model's skew-symmetric interaction")

@@ -93,7 +93,11 @@ def route_configs(config: ChoiceConfig, folder: RunFolder, beta: float) -> dict[
             )
         if route.startswith("nash-md"):
             return nash_md.Config(
-                **fields, lr=config.nash_lr, tau=config.tau, beta=config.nash_beta
+                **fields,
+                lr=config.nash_lr,
+                tau=config.tau,
+                beta=config.nash_beta,
+                exact_kl=config.exact_kl,
             )
         return online_dpo.OnlineIpoConfig(**fields, lr=config.nash_lr, beta=config.tau)
 

@@ -292,6 +292,18 @@ class Policy:
             self.model, prompt_ids, prompt_mask, completion_ids, completion_mask
         )
 
+    def logprobs_and_logits(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        completion_ids: torch.Tensor,
+        completion_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`logprobs` and the logits (B, T, V) they came from, both differentiable."""
+        return completion_logprobs_and_logits(
+            self.model, prompt_ids, prompt_mask, completion_ids, completion_mask
+        )
+
     def logprobs_and_kl(
         self,
         prompt_ids: torch.Tensor,

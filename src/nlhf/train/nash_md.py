@@ -51,6 +51,12 @@ class Config(OnlineConfig):
     beta: float = option(
         0.125, "mixture coefficient β of the opponent π^{1−β}μ^β (0: self-play, 1: vs μ)"
     )
+    exact_kl: bool = option(
+        False,
+        "KL term from the exact per-position KL over the vocabulary (its own gradient, not "
+        "the sampled tokens' scores): every token, sampled or not, is pulled towards μ; one "
+        "more reference forward per step",
+    )
 
     def check(self) -> None:
         self.at_least(0, "tau")
@@ -94,7 +100,9 @@ class NashMDPG(Algorithm):
         )
         sample_seconds = time.perf_counter() - t0
         # 2.-3. the judgement and the surrogate loss
-        loss, metrics = preference_pg_loss(self.trainer, batch, y, y_mix, cfg.tau)
+        loss, metrics = preference_pg_loss(
+            self.trainer, batch, y, y_mix, cfg.tau, exact_kl=cfg.exact_kl
+        )
         metrics["mixture_length"] = metrics.pop("opponent_length")
         return loss, {**metrics, "sample_seconds": sample_seconds}
 
