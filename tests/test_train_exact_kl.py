@@ -18,6 +18,7 @@ import torch
 
 import tiny_train
 from nlhf.models import policy as policy_module
+from nlhf.models.lm import body
 from nlhf.models.logprobs import completion_kl
 from nlhf.train import nash_md, online_dpo
 
@@ -114,9 +115,10 @@ def test_a_step_runs_no_forward_of_its_own_for_the_exact_kl(
 ):
     """One step's forwards outside the decode loop: the trainer's own, none for the KL."""
     trainer, config = tiny_train.make(name, str(tmp_path), ["steps=1"])
-    counter = Counter()
-    counter.wrap(trainer.policy.model)
-    counter.wrap(trainer.policy.reference)
+    counter = Counter()  # every forward, with the head or without, runs the body once
+    bodies = {id(body(m)): body(m) for m in (trainer.policy.model, trainer.policy.reference)}
+    for trunk in bodies.values():
+        counter.wrap(trunk)
     monkeypatch.setattr(module, sampler, counter.pausing(getattr(module, sampler)))
     tiny_train.train(name, trainer, config)
     assert logged(tmp_path, "kl") == [pytest.approx(0.0, abs=1e-6)]  # step 1: π = μ

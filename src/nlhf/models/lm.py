@@ -6,7 +6,8 @@
   adapter switched off.  It is callable like a model and owns no parameters.
 - :class:`Caller`: one forward pass with left-padding-aware ``position_ids``, an optional KV
   cache, ``logits_to_keep`` when the model supports it, and peft's per-row adapter selection
-  (``adapter_names``; :data:`BASE_ADAPTER` means "adapter off" for that row).
+  (``adapter_names``; :data:`BASE_ADAPTER` means "adapter off" for that row); ``states``
+  runs the :func:`body` under the head alone.
 - :func:`as_model`: accept a peft model, a plain ``PreTrainedModel`` or an
   :class:`AdapterDisabled` wherever a model is expected, with a clear error otherwise.
 
@@ -128,6 +129,13 @@ def hf_model(model: Any) -> nn.Module:
     return model
 
 
+def body(model: Any) -> nn.Module:
+    """The transformer under the LM head (``.model`` of Llama, ``.transformer`` of GPT-2),
+    with its adapters, if any: called alone it gives the last hidden states, no logits."""
+    base = hf_model(model)
+    return getattr(base, base.base_model_prefix)
+
+
 @memoize
 def _forward_parameters(cls: type) -> frozenset[str]:
     return frozenset(inspect.signature(cls.forward).parameters)
@@ -151,6 +159,27 @@ class Caller:
         self.cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self.takes_logits_to_keep = "logits_to_keep" in params
         self.config = base.config
+
+    def states(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any = None,
+        keep: int = 0,
+    ) -> torch.Tensor:
+        """The last layer's hidden states (rows, positions, d) of the last ``keep`` positions
+        (0: all) from the model's :func:`body` alone: the inputs of its head, no logits."""
+        kwargs: dict[str, Any] = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+            "use_cache": cache is not None,
+        }
+        if cache is not None:
+            kwargs[self.cache_kwarg] = cache
+        states = body(self.model)(**kwargs).last_hidden_state
+        return states[:, -keep:] if keep else states
 
     def new_cache(self, capacity: int | None = None) -> Any:
         """An empty KV cache; with ``capacity``, preallocated for that many positions."""

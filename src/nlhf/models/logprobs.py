@@ -29,8 +29,9 @@ from typing import Any
 
 import torch
 
-from nlhf.losses import exact_kl
+from nlhf.losses import exact_kl, masked_sum
 from nlhf.models.lm import Caller, as_model
+from nlhf.models.lm_head import head_kl, head_logprobs, plain_head
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -90,10 +91,17 @@ def completion_logprobs(
     prompt row j mod B): with k > 1, or prompt rows that repeat, each distinct prompt runs
     once and its KV cache (with its gradient path) serves every completion that follows it,
     which saves the repeats' share of the forward and backward (:func:`shared_prompt_forward`).
+    A model whose head is a plain linear map (:func:`nlhf.models.lm_head.plain_head`) never
+    forms the logits of all positions at once: they are taken a chunk at a time.
     """
-    return completion_logprobs_and_logits(
-        model, prompt_ids, prompt_mask, completion_ids, completion_mask
-    )[0]
+    completion_mask = _checked(prompt_ids, prompt_mask, completion_ids, completion_mask)
+    head = plain_head(as_model(model, "model"))
+    if head is None or completion_ids.shape[1] == 0:
+        return completion_logprobs_and_logits(
+            model, prompt_ids, prompt_mask, completion_ids, completion_mask
+        )[0]
+    states = completion_states(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
+    return states_logprobs(states, head, completion_ids, completion_mask)
 
 
 def completion_logprobs_and_logits(
@@ -125,12 +133,40 @@ def completion_logprobs_and_kl(
     """:func:`completion_logprobs` (with their gradient) and, from the same forward, each
     completion's exact KL(π‖μ) (kB,) against the reference's ``reference_logits`` (kB, T, V)
     of the same completions: :func:`completion_kl`'s value without its two forwards."""
-    if completion_mask is None:
-        completion_mask = torch.ones_like(completion_ids)
-    lp, logits = completion_logprobs_and_logits(
-        model, prompt_ids, prompt_mask, completion_ids, completion_mask
+    completion_mask = _checked(prompt_ids, prompt_mask, completion_ids, completion_mask)
+    head = plain_head(as_model(model, "model"))
+    if head is None or completion_ids.shape[1] == 0:
+        lp, logits = completion_logprobs_and_logits(
+            model, prompt_ids, prompt_mask, completion_ids, completion_mask
+        )
+        return lp, logits_kl(logits, reference_logits, completion_mask)
+    states = completion_states(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
+    if reference_logits.shape[:2] != completion_ids.shape:
+        raise ValueError(
+            f"reference_logits {tuple(reference_logits.shape)} and completion_ids "
+            f"{tuple(completion_ids.shape)} must share (rows, positions)"
+        )
+    terms = head_kl(states.detach().flatten(0, 1), *head, reference_logits.flatten(0, 1))
+    kl = masked_sum(terms.view(completion_ids.shape), completion_mask.bool(), dim=-1)
+    return states_logprobs(states, head, completion_ids, completion_mask), kl
+
+
+def states_logprobs(
+    states: torch.Tensor,
+    head: tuple[torch.Tensor, torch.Tensor | None],
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+) -> torch.Tensor:
+    """Per-token log-probs (kB, T) from the last hidden states (kB, T, d) before each
+    completion token and the head's (weight, bias), computed at real tokens only, 0 elsewhere."""
+    real = completion_mask.flatten().nonzero().squeeze(-1)
+    picked = head_logprobs(
+        states.flatten(0, 1).index_select(0, real),
+        *head,
+        completion_ids.flatten().index_select(0, real),
     )
-    return lp, logits_kl(logits, reference_logits, completion_mask)
+    out = picked.new_zeros(completion_ids.numel()).index_copy(0, real, picked)
+    return out.view(completion_ids.shape)
 
 
 @torch.no_grad()
@@ -156,6 +192,28 @@ def logits_kl(
             mask[part].to(logits.device).bool(),
         )
     return out
+
+
+def completion_states(
+    model: Any,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+) -> torch.Tensor:
+    """The last hidden states (kB, T, d) the head turns into :func:`completion_logits`, from
+    the model's body alone; arguments (already checked) and gradients as there."""
+    caller = Caller(as_model(model, "model"))
+    steps = completion_ids.shape[1]
+    shared = shared_prompts(prompt_ids, prompt_mask, completion_ids.shape[0])
+    if shared is not None:
+        states, _ = shared_prompt_forward(
+            caller, *shared, completion_ids, completion_mask, head=False
+        )
+        return states
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    mask = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
+    return caller.states(input_ids, mask, position_ids_from_mask(mask), keep=steps + 1)[:, :-1]
 
 
 def completion_logits(
@@ -214,16 +272,24 @@ def shared_prompt_forward(
     completion_ids: torch.Tensor,
     completion_mask: torch.Tensor,
     hidden: bool = False,
+    head: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Logits (and with ``hidden`` the last layer's hidden states) at every completion
     position, for completion row j following prompt row ``rows[j]``: each prompt's forward
     once, its cache (and its gradient path) selected for every completion that follows it,
     then the completions' forward, which saves the repeated prompts' share of the forward and
-    the backward."""
+    the backward.  Without ``head``, the first tensor is the last hidden states instead of
+    the logits (:meth:`Caller.states`: the head never runs)."""
     cache = caller.new_cache()  # growing cache: its row selection is differentiable
+
+    def run(ids, mask, positions, keep=0):
+        if head:
+            return caller.forward(ids, mask, positions, cache, keep, hidden=hidden)
+        return caller.states(ids, mask, positions, cache, keep), None
+
     prompt_mask = prompt_mask.long()
-    first, first_hidden = caller.forward(
-        prompt_ids, prompt_mask, position_ids_from_mask(prompt_mask), cache, 1, hidden=hidden
+    first, first_hidden = run(
+        prompt_ids, prompt_mask, position_ids_from_mask(prompt_mask), 1
     )  # the distribution of each completion's first token
     cache.reorder_cache(rows)
     mask = torch.cat([prompt_mask.index_select(0, rows), completion_mask.long()], dim=1)
@@ -232,9 +298,7 @@ def shared_prompt_forward(
     logits = first.index_select(0, rows)
     states = None if first_hidden is None else first_hidden.index_select(0, rows)
     if steps > 1:
-        rest, rest_hidden = caller.forward(
-            completion_ids[:, :-1], mask[:, :-1], positions[:, :-1], cache, hidden=hidden
-        )
+        rest, rest_hidden = run(completion_ids[:, :-1], mask[:, :-1], positions[:, :-1])
         logits = torch.cat([logits, rest], dim=1)
         if states is not None:
             states = torch.cat([states, rest_hidden], dim=1)
