@@ -170,6 +170,18 @@ class Caller:
     ) -> torch.Tensor:
         """The last layer's hidden states (rows, positions, d) of the last ``keep`` positions
         (0: all) from the model's :func:`body` alone: the inputs of its head, no logits."""
+        kwargs = self._inputs(input_ids, attention_mask, position_ids, cache)
+        states = body(self.model)(**kwargs).last_hidden_state
+        return states[:, -keep:] if keep else states
+
+    def _inputs(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any,
+    ) -> dict[str, Any]:
+        """The keyword arguments of one forward, the cache under its version's name."""
         kwargs: dict[str, Any] = {
             "input_ids": input_ids,
             "attention_mask": attention_mask,
@@ -178,8 +190,7 @@ class Caller:
         }
         if cache is not None:
             kwargs[self.cache_kwarg] = cache
-        states = body(self.model)(**kwargs).last_hidden_state
-        return states[:, -keep:] if keep else states
+        return kwargs
 
     def new_cache(self, capacity: int | None = None) -> Any:
         """An empty KV cache; with ``capacity``, preallocated for that many positions."""
@@ -211,14 +222,7 @@ class Caller:
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The logits of :meth:`__call__` and, with ``hidden``, the last layer's hidden states
         (rows, positions, d) at the same positions (None without)."""
-        kwargs: dict[str, Any] = {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            "position_ids": position_ids,
-            "use_cache": cache is not None,
-        }
-        if cache is not None:
-            kwargs[self.cache_kwarg] = cache
+        kwargs = self._inputs(input_ids, attention_mask, position_ids, cache)
         if hidden:
             kwargs["output_hidden_states"] = True
         if logits_to_keep and self.takes_logits_to_keep:

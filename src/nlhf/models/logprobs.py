@@ -20,7 +20,10 @@ Conventions shared with the sampler (:mod:`nlhf.models.sampling`):
 
 The exact KL needs both models' whole-vocabulary logits at every position; a trainer's step
 already runs both forwards, so it keeps the reference's logits and hands them to the policy's
-forward, which takes the KL of its own (detached) logits in chunks of rows.
+forward, which takes the KL of its own (detached) logits in chunks of rows.  For a model with
+a plain LM head (Llama, GPT-2: :mod:`nlhf.models.lm_head`) the policy's forward stops at the
+last hidden states, and its log-probs and KL come from the head a chunk of positions at a
+time, so the logits of every position are never held at once.
 """
 
 from __future__ import annotations
