@@ -4,6 +4,7 @@ and the whole decoy command on tiny models (every stage, the predictions before 
 report, a resumed run)."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -78,6 +79,9 @@ def test_every_route_of_a_cell_has_one_budget_and_ppo_takes_the_paired_beta(tmp_
     assert configs["nash-md"].tau == config.tau and configs["online-ipo"].beta == config.tau
     assert configs["ppo"].judge.endswith("reward-model/model")
     assert configs["online-ipo"].judge.endswith("preference-model/model")
+    assert not configs["nash-md-exact"].exact_kl
+    exact = route_configs(replace(config, exact_kl=True), RunFolder(tmp_path), beta=0.123)
+    assert exact["nash-md"].exact_kl and exact["nash-md-exact"].exact_kl
 
 
 def test_the_measurement_is_the_type_arithmetic_with_an_interval():

@@ -108,13 +108,16 @@ class Counter:
         # π with gradient only: the decode loop gives log μ and the exact KL (it was 3: the
         # gradient forward and 2 for the KL)
         ("nash-md", nash_md, "sample_pair", 1),
+        # exact_kl: the KL term's gradient needs μ's logits at every position, one forward
+        ("nash-md exact_kl=true", nash_md, "sample_pair", 2),
     ],
 )
 def test_a_step_runs_no_forward_of_its_own_for_the_exact_kl(
     name, module, sampler, forwards, tmp_path, monkeypatch
 ):
     """One step's forwards outside the decode loop: the trainer's own, none for the KL."""
-    trainer, config = tiny_train.make(name, str(tmp_path), ["steps=1"])
+    name, *options = name.split()
+    trainer, config = tiny_train.make(name, str(tmp_path), ["steps=1", *options])
     counter = Counter()  # every forward, with the head or without, runs the body once
     bodies = {id(body(m)): body(m) for m in (trainer.policy.model, trainer.policy.reference)}
     for trunk in bodies.values():
