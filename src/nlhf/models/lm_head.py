@@ -6,10 +6,10 @@
     kl = head_kl(hidden, *head, reference_logits)  # (N,) exact KL(π‖μ) per position, no grad
 
 A training forward that takes log π of the sampled tokens from the full logits keeps the
-(positions, vocabulary) logits for its backward pass, and the backward pass builds the softmax
-and the logits' gradient at the same size: three tensors of 100 MB each for 512 positions of
-SmolLM2's 49,152-token vocabulary in float32, all alive at the start of the backward pass,
-where a step's memory peaks.  :class:`HeadLogprobs` computes the logits of :data:`CHUNK_ELEMENTS`
+(positions, vocabulary) logits for its backward pass, which builds their softmax and their
+gradient at the same size: 100 MB each for 512 positions of SmolLM2's 49,152-token vocabulary
+in float32, at the start of the backward pass, near a step's memory peak.
+:class:`HeadLogprobs` computes the logits of :data:`CHUNK_ELEMENTS`
 worth of positions at a time, keeps only each position's log-sum-exp, and in the backward
 pass computes each chunk's logits again (one more matrix product of the head) to form its
 gradient (the idea of Liger Kernel's fused linear cross-entropy).  Only the final hidden
