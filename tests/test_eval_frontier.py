@@ -95,6 +95,8 @@ def test_the_dominance_line_says_what_was_compared_and_when_nothing_was():
     compared = {"a": "ppo", "b": "nash-md", "b_above": [], "a_above": [], "compared": [(1, 2)]}
     (line,) = verdict_lines([], [compared])
     assert line.endswith("anywhere over 1–2 nats")
+    (line,) = verdict_lines([], [{**compared, "compared": [(1.8255, 1.8255), (3.01, 3.04)]}])
+    assert line.endswith("anywhere over 1.8, 3 nats")  # a point reads as one number
     (line,) = verdict_lines([], [{**compared, "compared": []}])
     assert line == (
         "- frontiers of ppo and nash-md: not compared, no KL is reached by both in every "

@@ -537,7 +537,7 @@ def verdict_lines(matched: list[dict[str, Any]], dominance: list[dict[str, Any]]
         a, b = d["a"], d["b"]
         said = [f"{b}'s frontier is above {a}'s {_span(r)}" for r in d["b_above"]]
         said += [f"{a}'s frontier is above {b}'s {_span(r)}" for r in d["a_above"]]
-        span = ", ".join(f"{lo:.2g}–{hi:.2g}" for lo, hi in d["compared"])
+        span = ", ".join(_range(lo, hi) for lo, hi in d["compared"])
         if said:
             lines.append(f"- frontiers ({span} nats, where both reach): " + "; ".join(said))
         elif span:
@@ -554,8 +554,14 @@ def verdict_lines(matched: list[dict[str, Any]], dominance: list[dict[str, Any]]
 
 
 def _span(region: tuple[float, float]) -> str:
-    low, high = region
-    return f"at {low:.2g} nats" if low == high else f"from {low:.2g} to {high:.2g} nats"
+    low, high = (f"{x:.2g}" for x in region)
+    return f"at {low} nats" if low == high else f"from {low} to {high} nats"
+
+
+def _range(low: float, high: float) -> str:
+    """``low–high`` to two significant digits, one number when they print the same."""
+    low_text, high_text = f"{low:.2g}", f"{high:.2g}"
+    return low_text if low_text == high_text else f"{low_text}–{high_text}"
 
 
 def markdown(result: Frontier) -> str:
