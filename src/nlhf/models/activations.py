@@ -58,12 +58,12 @@ def lean_swiglu(model: nn.Module) -> int:
 def _is_swiglu(module: nn.Module) -> bool:
     """down_proj(SiLU(gate_proj(x)) · up_proj(x)) with all three projections ``nn.Linear``."""
     projections = [getattr(module, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
-    return _plain_linear(*projections) and isinstance(
+    return plain_linear(*projections) and isinstance(
         getattr(module, "act_fn", None), nn.SiLU | ACT2CLS["silu"]
     )
 
 
-def _plain_linear(*modules: object) -> bool:
+def plain_linear(*modules: object) -> bool:
     """Every module is exactly ``nn.Linear`` (not an adapter's wrapper, not a subclass)."""
     return all(type(m) is nn.Linear for m in modules)
 
@@ -72,7 +72,7 @@ def _swiglu_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The MLP's own forward, with the last two steps as :class:`SwiGLUDown` while its
     projections are still plain linear layers (a LoRA adapter wraps them: then as written)."""
     gate, up, down = self.gate_proj, self.up_proj, self.down_proj
-    if torch.is_grad_enabled() and _plain_linear(gate, up, down):
+    if torch.is_grad_enabled() and plain_linear(gate, up, down):
         return SwiGLUDown.apply(gate(x), up(x), down.weight, down.bias)
     return down(self.act_fn(gate(x)) * up(x))
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from nlhf.losses import position_kl
+from nlhf.models.activations import plain_linear
 from nlhf.models.lm import AdapterDisabled, hf_model, is_sharded
 
 PLAIN_HEAD_TYPES = ("llama", "gpt2")
@@ -45,9 +45,7 @@ def plain_head(model: Any) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         return None  # the view switches its adapter off around whole calls; FSDP shards
     base = hf_model(model)
     head = base.get_output_embeddings()
-    if getattr(base.config, "model_type", None) not in PLAIN_HEAD_TYPES or type(head) is not (
-        nn.Linear
-    ):
+    if getattr(base.config, "model_type", None) not in PLAIN_HEAD_TYPES or not plain_linear(head):
         return None
     return head.weight, head.bias
 
@@ -57,8 +55,7 @@ def head_logprobs(
 ) -> torch.Tensor:
     """log softmax(linear(hidden, weight, bias))[token] (N,) in float32 for hidden (N, d) and
     tokens (N,), differentiable in hidden, weight and bias; see :class:`HeadLogprobs`."""
-    chunk = max(1, CHUNK_ELEMENTS // weight.shape[0])
-    return HeadLogprobs.apply(hidden, weight, bias, tokens, chunk)
+    return HeadLogprobs.apply(hidden, weight, bias, tokens, _rows(weight))
 
 
 @torch.no_grad()
@@ -70,13 +67,18 @@ def head_kl(
 ) -> torch.Tensor:
     """KL(π‖μ) at each position (N,), fp32, no gradient: π's logits ``linear(hidden, weight,
     bias)`` formed a chunk at a time against μ's ``reference_logits`` (N, V)."""
-    chunk = max(1, CHUNK_ELEMENTS // weight.shape[0])
+    chunk = _rows(weight)
     out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
     for start in range(0, hidden.shape[0], chunk):
         part = slice(start, start + chunk)
         logits = F.linear(hidden[part], weight, bias)
         out[part] = position_kl(logits, reference_logits[part].to(logits.device))
     return out
+
+
+def _rows(weight: torch.Tensor) -> int:
+    """Positions per chunk: :data:`CHUNK_ELEMENTS` logits over the head's vocabulary."""
+    return max(1, CHUNK_ELEMENTS // weight.shape[0])
 
 
 class HeadLogprobs(torch.autograd.Function):

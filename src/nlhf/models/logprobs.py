@@ -98,13 +98,12 @@ def completion_logprobs(
     forms the logits of all positions at once: they are taken a chunk at a time.
     """
     completion_mask = _checked(prompt_ids, prompt_mask, completion_ids, completion_mask)
-    head = plain_head(as_model(model, "model"))
-    if head is None or completion_ids.shape[1] == 0:
+    lean = head_states(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
+    if lean is None:
         return completion_logprobs_and_logits(
             model, prompt_ids, prompt_mask, completion_ids, completion_mask
         )[0]
-    states = completion_states(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
-    return states_logprobs(states, head, completion_ids, completion_mask)
+    return states_logprobs(*lean, completion_ids, completion_mask)
 
 
 def completion_logprobs_and_logits(
@@ -137,13 +136,13 @@ def completion_logprobs_and_kl(
     completion's exact KL(π‖μ) (kB,) against the reference's ``reference_logits`` (kB, T, V)
     of the same completions: :func:`completion_kl`'s value without its two forwards."""
     completion_mask = _checked(prompt_ids, prompt_mask, completion_ids, completion_mask)
-    head = plain_head(as_model(model, "model"))
-    if head is None or completion_ids.shape[1] == 0:
+    lean = head_states(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
+    if lean is None:
         lp, logits = completion_logprobs_and_logits(
             model, prompt_ids, prompt_mask, completion_ids, completion_mask
         )
         return lp, logits_kl(logits, reference_logits, completion_mask)
-    states = completion_states(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
+    states, head = lean
     if reference_logits.shape[:2] != completion_ids.shape:
         raise ValueError(
             f"reference_logits {tuple(reference_logits.shape)} and completion_ids "
@@ -197,26 +196,32 @@ def logits_kl(
     return out
 
 
-def completion_states(
+def head_states(
     model: Any,
     prompt_ids: torch.Tensor,
     prompt_mask: torch.Tensor,
     completion_ids: torch.Tensor,
     completion_mask: torch.Tensor,
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor | None]] | None:
     """The last hidden states (kB, T, d) the head turns into :func:`completion_logits`, from
-    the model's body alone; arguments (already checked) and gradients as there."""
-    caller = Caller(as_model(model, "model"))
+    the model's body alone, and the head's (weight, bias); None for a model without a plain
+    head (:func:`nlhf.models.lm_head.plain_head`) or empty completions, which take the
+    logits.  Arguments (already checked) and gradients as in :func:`completion_logits`."""
+    head = plain_head(as_model(model, "model"))
+    if head is None or completion_ids.shape[1] == 0:
+        return None
+    caller = Caller(model)
     steps = completion_ids.shape[1]
     shared = shared_prompts(prompt_ids, prompt_mask, completion_ids.shape[0])
     if shared is not None:
         states, _ = shared_prompt_forward(
             caller, *shared, completion_ids, completion_mask, head=False
         )
-        return states
+        return states, head
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     mask = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
-    return caller.states(input_ids, mask, position_ids_from_mask(mask), keep=steps + 1)[:, :-1]
+    states = caller.states(input_ids, mask, position_ids_from_mask(mask), keep=steps + 1)
+    return states[:, :-1], head
 
 
 def completion_logits(
