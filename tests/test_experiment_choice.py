@@ -19,7 +19,7 @@ from nlhf.experiment.choice import (
 )
 from nlhf.experiment.choice_config import ROUTES, ChoiceLayout, CycleConfig, DecoyConfig
 from nlhf.experiment.choice_measure import estimate, matched, shares, worst
-from nlhf.experiment.choice_plan import cell_game, route_configs
+from nlhf.experiment.choice_plan import cell_game, cell_judge_configs, route_configs
 from nlhf.resumable import RunFolder, resolved
 
 OPTIONS = ("blue", "green", "red")
@@ -84,6 +84,15 @@ def test_every_route_of_a_cell_has_one_budget_and_ppo_takes_the_paired_beta(tmp_
     assert exact["nash-md"].exact_kl and exact["nash-md-exact"].exact_kl
 
 
+def test_both_judges_fit_the_cells_pairs_with_the_experiments_head_rate(tmp_path):
+    config = resolved(DecoyConfig(out=str(tmp_path), quick=True, judge_head_lr=0.02))
+    judges = cell_judge_configs(config, RunFolder(tmp_path / "cell"))
+    assert set(judges) == {"reward-model", "preference-model"}
+    for judge in judges.values():
+        assert judge.data == str(tmp_path / "cell" / "pairs.jsonl")
+        assert (judge.head_lr, judge.epochs) == (0.02, config.judge_epochs)
+
+
 def test_the_measurement_is_the_type_arithmetic_with_an_interval():
     P = np.array([[0.5, 0.4], [0.6, 0.5]])
     est = estimate(lambda a, b: float(a @ P @ b), [[[0, 100], [100, 0]]], seed=0)
@@ -114,6 +123,7 @@ def test_the_interval_over_seeds_holds_the_variance_between_runs():
         (["cycle", "options=red,red,blue"], "three different answers"),
         (["cycle", "routes=ppo,dpo"], "routes must be some of"),
         (["decoy", "noise=0.5"], "noise must lie"),
+        (["decoy", "judge_head_lr=0"], "judge_head_lr must be > 0"),
     ],
 )
 def test_bad_options_stop_in_one_line_with_exit_2(argv, said, capsys):

@@ -87,6 +87,11 @@ class ChoiceConfig(Presets):
     judge_epochs: int | None = preset_option(
         "passes of each judge's trainer over its cell's pairs", default=2, quick=1
     )
+    judge_head_lr: float = option(
+        1e-2,
+        "learning rate of both judges' freshly initialized heads (the trainers' default, "
+        "1e-3, under-fits a cell's per-type label frequencies in two passes)",
+    )
     steps: int | None = preset_option("training steps of every route", default=16, quick=3)
     batch_size: int | None = preset_option(
         "completions per training step (PPO's rollout, one pair per prompt for the Nash routes)",
@@ -116,7 +121,7 @@ class ChoiceConfig(Presets):
             raise ValueError(f"other_share must lie in (0, 1), got {self.other_share}")
         if not 0.0 <= self.nash_beta <= 1.0:
             raise ValueError(f"nash_beta must lie in [0, 1], got {self.nash_beta}")
-        for name in ("tau", "nash_lr", "ppo_lr"):
+        for name in ("tau", "nash_lr", "ppo_lr", "judge_head_lr"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         self.at_least(1, "lora_r", "ppo_epochs", "seeds")

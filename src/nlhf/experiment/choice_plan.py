@@ -56,7 +56,9 @@ def cell_game(config: ChoiceConfig, value: float) -> tuple[np.ndarray, np.ndarra
 def cell_judge_configs(config: ChoiceConfig, folder: RunFolder) -> dict[str, Any]:
     """The cell's reward-model and preference-model configs, on its labelled pairs."""
     data = str(folder.root / "pairs.jsonl")
-    return judge_configs(config, folder, data=data, epochs=config.judge_epochs)
+    return judge_configs(
+        config, folder, data=data, epochs=config.judge_epochs, head_lr=config.judge_head_lr
+    )
 
 
 def route_configs(config: ChoiceConfig, folder: RunFolder, beta: float) -> dict[str, Any]:
