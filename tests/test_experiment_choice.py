@@ -18,7 +18,7 @@ from nlhf.experiment.choice import (
     type_counts,
 )
 from nlhf.experiment.choice_config import ROUTES, ChoiceLayout, CycleConfig, DecoyConfig
-from nlhf.experiment.choice_measure import estimate, matched, shares, worst
+from nlhf.experiment.choice_measure import estimate, label_preferences, matched, shares, worst
 from nlhf.experiment.choice_plan import cell_game, cell_judge_configs, route_configs
 from nlhf.resumable import RunFolder, resolved
 
@@ -113,6 +113,32 @@ def test_the_interval_over_seeds_holds_the_variance_between_runs():
     both = estimate(fn, runs, seed=0)
     assert both["mean"] == pytest.approx(0.55)  # the mean over the runs
     assert both["low"] == pytest.approx(0.5) and both["high"] == pytest.approx(0.6)
+
+
+def test_the_labels_own_frequencies_and_their_fit(tmp_path):
+    from nlhf.experiment.choice_report import label_fit, verdict
+    from nlhf.experiment.choice_stages import label_wins
+
+    config = resolved(DecoyConfig(out=str(tmp_path)))
+    layout = ChoiceLayout(tmp_path)
+    layout.cell(0.3).mkdir(parents=True)
+    said = [(" green.", " blue"), (" green!", " blue."), (" blue", " green"), (" blue", " red"),
+            (" red", " nothing"), (" blue", " blue, yes"), (" blue", " something")]  # fmt: skip
+    rows = [{"prompt": "Q", "chosen": a, "rejected": b} for a, b in said]
+    (layout.cell(0.3) / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wins = label_wins(config, layout, 0.3, 0)  # a pair of one type (blue, blue) counts nowhere
+    assert wins.tolist() == [[0, 1, 1, 1], [2, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 0]]
+    P, n = label_preferences(wins)
+    assert n[1, 0] == 3 and P[1, 0] == pytest.approx(2.5 / 4) and np.allclose(P + P.T, 1)
+    assert P[1, 2] == 0.5 and n[1, 2] == 0  # never compared
+    fit = label_fit(np.array([[0, 20, 9, 9], [10, 0, 9, 9], [1, 1, 0, 9], [1, 1, 1, 0]]))
+    assert list(np.argsort(-fit["reward"])) == [0, 1, 2, 3]
+    assert label_fit(np.array([[0, 5, 0, 0], [5, 0, 0, 0], [0, 0, 0, 5], [0, 0, 5, 0]])) is None
+    cell = {"prediction": {"nash_vs_rlhf": 0.587}}
+    far = {"nash-md": 0.0, "ppo": 0.0}
+    for labelled, where in ((0.52, "already in the labels"), (0.58, "the judges' learning")):
+        text = verdict({"mean": 0.5}, cell, 0.51, labelled, far, ("nash-md", "ppo"), 16)
+        assert f"labels' own frequencies give {labelled:.3f}: {where}" in text
 
 
 @pytest.mark.parametrize(

@@ -106,9 +106,10 @@ class ChoiceConfig(Presets):
     )
     judge_max_length: int | None = preset_option(
         "tokens per judged (prompt, completion), the prompt cut from the left: its end and the "
-        "answer are what the judges need",
-        default=32,
-        quick=32,
+        "answer are what the judges need (the judges mean-pool their tokens, so the prompt's "
+        "tokens, the same in every pair, dilute the answer's)",
+        default=16,
+        quick=16,
     )
     progress: bool = option(True, "show progress bars")
 

@@ -5,6 +5,7 @@ their type counts, worst cases, distances from a target, and intervals over runs
     est = estimate(lambda a, b: a @ P @ b, [[ca, cb]], seed)  # one run: mean and 95% interval
     est = estimate(fn, [[ca0, cb0], [ca1, cb1]], seed)        # two seeds' runs
     matched(est, predicted)                                   # within TOLERANCE of it
+    P_hat, n = label_preferences(wins)                        # what a cell's labels say
 
 P(π_a ≻ π_b) computed from the type counts is π̂_aᵀ P π̂_b, the exact expectation of judging
 every pair of their samples by the population.  Intervals are percentile intervals of a
@@ -70,3 +71,15 @@ def total_variation(p: Sequence[float], q: Sequence[float]) -> float:
 def matched(measured: dict[str, float], predicted: float) -> bool:
     """Whether ``measured`` lies within :data:`TOLERANCE` of ``predicted``."""
     return abs(measured["mean"] - predicted) <= TOLERANCE
+
+
+def label_preferences(wins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(P̂, n) of a cell's labelled pairs: ``wins[i, j]`` counts the pairs in which type i was
+    chosen over type j, n = wins + winsᵀ how often each pair of types was compared, and
+    P̂(i ≻ j) = (wins_ij + ½) / (n_ij + 1): the labels' own frequencies, half a count added
+    to each side so that none is 0 or 1 (P̂ + P̂ᵀ = 1; ½ where a pair was never compared)."""
+    wins = np.asarray(wins, dtype=np.float64)
+    n = wins + wins.T
+    P = (wins + 0.5) / (n + 1.0)
+    np.fill_diagonal(P, 0.5)
+    return P, n

@@ -28,6 +28,7 @@ from nlhf.experiment.choice_config import (
 from nlhf.experiment.choice_measure import (
     TOLERANCE,
     estimate,
+    label_preferences,
     matched,
     shares,
     total_variation,
@@ -35,6 +36,7 @@ from nlhf.experiment.choice_measure import (
 )
 from nlhf.experiment.choice_stages import (
     cell_name,
+    label_wins,
     measurement,
     question,
     reference,
@@ -44,7 +46,7 @@ from nlhf.experiment.choice_stages import (
 from nlhf.reporting import Report, draw_lines, figure, read_metrics, save_png, training_table
 from nlhf.resumable import RunFolder
 from nlhf.tabular.lottery import head_to_head
-from nlhf.tabular.rlhf import rlhf_policy
+from nlhf.tabular.rlhf import fit_bradley_terry, rlhf_policy
 from nlhf.tabular.solver import solve_regularized_nash
 
 OFF_TARGET = 0.1
@@ -122,6 +124,32 @@ def learned_targets(
     return targets
 
 
+def label_fit(wins: np.ndarray) -> dict[str, np.ndarray] | None:
+    """What a cell's labels themselves say, before any judge learns them: their frequencies
+    P̂, how often each pair of types was compared (n) and the Bradley–Terry fit of P̂ with
+    those weights.  None when the fit is infinite (a type never compared)."""
+    P_hat, n = label_preferences(wins)
+    try:
+        reward = fit_bradley_terry(P_hat, pair_weights=n)
+    except ValueError:
+        return None
+    return {"reward": reward, "P": P_hat, "n": n}
+
+
+def label_targets(
+    cell: dict[str, Any], wins: np.ndarray, mu: np.ndarray, tau: float
+) -> dict[str, np.ndarray] | None:
+    """The targets of :func:`label_fit`: RLHF's for the labels' Bradley–Terry fit at the
+    cell's β, and the regularized Nash equilibrium of their frequencies."""
+    fit = label_fit(wins)
+    if fit is None:
+        return None
+    return {
+        "rlhf": rlhf_policy(fit["reward"], mu, cell["prediction"]["beta"]),
+        "nash": solve_regularized_nash(fit["P"], mu, tau),
+    }
+
+
 def compare(
     config: ChoiceConfig, layout: ChoiceLayout, value: float, mu: np.ndarray
 ) -> dict[str, Any]:
@@ -132,6 +160,8 @@ def compare(
     runs = [measurement(layout, value, k) for k in range(config.seeds)]
     counts = [{name: p["counts"] for name, p in m["policies"].items()} for m in runs]
     targets = [learned_targets(cell, m["judges"], mu, config.tau) for m in runs]
+    labels = [label_targets(cell, label_wins(config, layout, value, k), mu, config.tau)
+              for k in range(config.seeds)]  # fmt: skip
     names = list(counts[0])
     distances = [  # from the target of each seed's own judges
         {n: total_variation(shares(c[n]), t[n]) for n in names}
@@ -155,7 +185,9 @@ def compare(
         if n in names and r in names:
             est = estimate(head, [[c[n], c[r]] for c in counts], config.seed)
             judged = float(np.mean([head_to_head(P, t[n], t[r]) for t in targets]))
-            text = verdict(est, cell, judged, out["distance"], (n, r), config.steps)
+            said = [head_to_head(P, t["nash"], t["rlhf"]) for t in labels if t is not None]
+            labelled = float(np.mean(said)) if len(said) == len(labels) else None
+            text = verdict(est, cell, judged, labelled, out["distance"], (n, r), config.steps)
             seeds = [head(shares(c[n]), shares(c[r])) for c in counts]
             out["pairs"][(n, r)] = {"estimate": est, "verdict": text, "seeds": seeds}
     return out
@@ -165,12 +197,15 @@ def verdict(
     est: dict[str, float],
     cell: dict[str, Any],
     judged: float,
+    labelled: float | None,
     distance: dict[str, float],
     pair: tuple[str, str],
     steps: int,
 ) -> str:
     """ "matched", or "not matched, because …" with the measured cause.  ``judged``: the
-    head-to-head of the targets of the judges the routes trained on, under the exact P."""
+    head-to-head of the targets of the judges the routes trained on, under the exact P;
+    ``labelled``: the same for the targets of the labels themselves (None: not computable),
+    which says whether a judge error was already in the labels or came with the learning."""
     predicted = cell["prediction"]["nash_vs_rlhf"]
     n = pair[0]
     far = max(pair, key=lambda x: distance[x])
@@ -183,9 +218,14 @@ def verdict(
         return "matched"
     if not n.endswith("exact"):
         if abs(judged - predicted) > TOLERANCE:
+            source = ""
+            if labelled is not None:
+                far_too = abs(labelled - predicted) > TOLERANCE
+                where = "already in the labels" if far_too else "the judges' learning"
+                source = f" (the labels' own frequencies give {labelled:.3f}: {where})"
             return (
                 f"not matched, because of judge error: the targets of the learned judges give "
-                f"{judged:.3f} where the exact population gives {predicted:.3f}"
+                f"{judged:.3f} where the exact population gives {predicted:.3f}{source}"
             )
     if distance[far] > OFF_TARGET:
         return (
@@ -298,6 +338,12 @@ def policies_section(
     ]
 
 
+def centred(reward: Any) -> str:
+    """The three options' rewards, centred over them."""
+    r = np.asarray(reward[:3], dtype=np.float64)
+    return " / ".join(f"{x:+.2f}" for x in r - r.mean())
+
+
 def judges_section(config: ChoiceConfig, layout: ChoiceLayout) -> list[str]:
     names = type_names(config)
     predictions = json.loads(layout.predictions.read_text())["cells"]
@@ -314,15 +360,16 @@ def judges_section(config: ChoiceConfig, layout: ChoiceLayout) -> list[str]:
                 accuracy.append(f"{kind} {held['accuracy']:.3f}")
         exact = np.array(p["prediction"]["reward"])
         learned = read.get("reward")
+        said = label_fit(label_wins(config, layout, value, k))
         rows.append(
             [
                 f"{value:g}{label}",
                 ", ".join(accuracy) or "–",
-                " / ".join(f"{x:+.2f}" for x in exact[:3] - exact[:3].mean()),
-                " / ".join(f"{x:+.2f}" for x in np.array(learned[:3]) - np.mean(learned[:3]))
-                if learned
-                else "–",
+                centred(exact),
+                centred(said["reward"]) if said else "–",
+                centred(learned) if learned else "–",
                 f"{p['P'][1][0]:.3f}",
+                f"{said['P'][1][0]:.3f} ({said['n'][1][0]:.0f})" if said else "–",
                 f"{read['preference'][1][0]:.3f}" if "preference" in read else "–",
             ]
         )
@@ -331,16 +378,22 @@ def judges_section(config: ChoiceConfig, layout: ChoiceLayout) -> list[str]:
         symbol(config),
         "held-out accuracy",
         f"exact BT reward ({' / '.join(names[:3])})",
+        "labels' BT reward",
         "reward model's reading",
         f"exact P({b} ≻ {a})",
+        f"labels' P({b} ≻ {a}) (pairs)",
         f"preference model's P({b} ≻ {a})",
     ]
     return [
         "The learned judges read per type: the reward model's mean score of up to six "
         "reference completions of each type (centred over the three options), the preference "
         "model's mean P over their pairs. Beside them, the Bradley–Terry fit of the exact "
-        "population on the pairs as drawn and the exact P. Held-out accuracy is against the "
-        "held-out labels (one noisy annotator each), not against the population's majority.",
+        "population on the pairs as drawn and the exact P, and what the cell's labels "
+        "themselves say: their frequencies P̂ (half a count added to each side) and the "
+        "Bradley–Terry fit of P̂, each pair of types weighted by how often it was compared. "
+        "The labels' columns separate the error of a finite sample of noisy labels from the "
+        "judges' learning. Held-out accuracy is against the held-out labels (one noisy "
+        "annotator each), not against the population's majority.",
         "",
         *markdown_table(heads, rows),
     ]

@@ -200,6 +200,21 @@ def label_pairs(config: ChoiceConfig, layout: ChoiceLayout, value: float, k: int
     return {"pairs": len(rows), "types": np.bincount(kinds, minlength=4).tolist()}
 
 
+def label_wins(config: ChoiceConfig, layout: ChoiceLayout, value: float, k: int) -> np.ndarray:
+    """``wins[i, j]``: how often the labels of the cell's run from seed ``seed + k`` chose a
+    completion of type i over one of type j (pairs of one type left out)."""
+    n = len(config.options) + 1
+    wins = np.zeros((n, n), dtype=np.int64)
+    with (layout.cell(value, k) / "pairs.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            row = json.loads(line)
+            i = completion_type(row["chosen"], config.options)
+            j = completion_type(row["rejected"], config.options)
+            if i != j:
+                wins[i, j] += 1
+    return wins
+
+
 def train_route(
     config: ChoiceConfig, layout: ChoiceLayout, value: float, route: str, k: int
 ) -> dict[str, Any]:
@@ -258,26 +273,33 @@ def read_judges(config: ChoiceConfig, layout: ChoiceLayout, folder: RunFolder) -
 def measure(config: ChoiceConfig, layout: ChoiceLayout, value: float, k: int) -> dict[str, Any]:
     """``measure_samples`` completions of every policy of the cell's run from seed
     ``seed + k``: their types, their mean sampled KL to the reference; the learned judges
-    read per type."""
+    read per type.  A policy trained in an earlier cell (the exact Nash control) keeps that
+    cell's measurement: its samples are seeded by its name, so they would be the same."""
     folder = RunFolder(layout.cell(value, k))
-    specs = [f"{r}={policy_folder(config, layout, value, r, k) / 'policy'}" for r in config.routes]
-    entrants, ref_path = parse_entrants(
-        specs if len(specs) > 1 else [*specs, "reference"], config.policy
-    )
-    settings = sampling_of(config.for_seed(k), config.measure_samples, batch_size=64)
-    sampled = sample_entrants(
-        entrants, ref_path, [question(layout)["text"]], settings, config.progress
-    )
+    own = [r for r in config.routes if trained_in(config, value, r) == value]
     policies = {}
-    for c in sampled:
-        if c.name not in config.routes:
-            continue
-        texts = c.texts[0]
-        policies[c.name] = {
-            "counts": type_counts(texts, config.options).tolist(),
-            "sampled_kl": None if c.kl is None else float(np.mean(c.kl)),
-            "examples": texts[:8],
-        }
+    if own:
+        specs = [f"{r}={policy_folder(config, layout, value, r, k) / 'policy'}" for r in own]
+        entrants, ref_path = parse_entrants(
+            specs if len(specs) > 1 else [*specs, "reference"], config.policy
+        )
+        settings = sampling_of(config.for_seed(k), config.measure_samples, batch_size=64)
+        sampled = sample_entrants(
+            entrants, ref_path, [question(layout)["text"]], settings, config.progress
+        )
+        for c in sampled:
+            if c.name not in own:
+                continue
+            texts = c.texts[0]
+            policies[c.name] = {
+                "counts": type_counts(texts, config.options).tolist(),
+                "sampled_kl": None if c.kl is None else float(np.mean(c.kl)),
+                "examples": texts[:8],
+            }
+    for r in config.routes:
+        if r not in own:
+            policies[r] = measurement(layout, trained_in(config, value, r), k)["policies"][r]
+    policies = {r: policies[r] for r in config.routes}
     result = {"policies": policies, "judges": read_judges(config, layout, folder)}
     atomic_write_json(folder.root / "measurement.json", result)
     return {name: p["counts"] for name, p in policies.items()}
