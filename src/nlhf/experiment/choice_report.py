@@ -5,9 +5,11 @@ judges' ``metrics.json`` and the trainers' ``metrics.jsonl``).
 The prediction comes before the numbers: the report states what theory expects, then every
 cell's exact prediction (written before training), then the measurement beside it with
 "matched" (within :data:`nlhf.experiment.choice_measure.TOLERANCE`) or "not matched, because
-…" with the measured cause: the learned judges' own prediction when it differs (judge error),
-else the route that ended far from the target of the judge it trained on (optimizer or
-budget, which one run does not separate), else the sampling error of the measurement.
+…" with the measured cause: the learned judges' own prediction when it differs (judge error;
+the prediction of the labels' own frequencies beside it says whether the error was already in
+the labels or came with the learning), else the route that ended far from the target of the
+judge it trained on (optimizer or budget, which one run does not separate), else the sampling
+error of the measurement.
 """
 
 from __future__ import annotations
