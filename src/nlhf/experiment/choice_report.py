@@ -164,6 +164,8 @@ def compare(
     targets = [learned_targets(cell, m["judges"], mu, config.tau) for m in runs]
     labels = [label_targets(cell, label_wins(config, layout, value, k), mu, config.tau)
               for k in range(config.seeds)]  # fmt: skip
+    said = [head_to_head(P, t["nash"], t["rlhf"]) for t in labels if t is not None]
+    labelled = float(np.mean(said)) if len(said) == len(labels) else None  # the same for each pair
     names = list(counts[0])
     distances = [  # from the target of each seed's own judges
         {n: total_variation(shares(c[n]), t[n]) for n in names}
@@ -187,8 +189,6 @@ def compare(
         if n in names and r in names:
             est = estimate(head, [[c[n], c[r]] for c in counts], config.seed)
             judged = float(np.mean([head_to_head(P, t[n], t[r]) for t in targets]))
-            said = [head_to_head(P, t["nash"], t["rlhf"]) for t in labels if t is not None]
-            labelled = float(np.mean(said)) if len(said) == len(labels) else None
             text = verdict(est, cell, judged, labelled, out["distance"], (n, r), config.steps)
             seeds = [head(shares(c[n]), shares(c[r])) for c in counts]
             out["pairs"][(n, r)] = {"estimate": est, "verdict": text, "seeds": seeds}
