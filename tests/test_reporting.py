@@ -3,9 +3,11 @@ and curves read a trainer's logged steps, and a report numbers its sections and 
 run's options."""
 
 import json
+import os
 
 import numpy as np
 import pytest
+import torch
 
 from nlhf.reporting import (
     Report,
@@ -16,7 +18,7 @@ from nlhf.reporting import (
     verdict,
     verdict_lines,
 )
-from nlhf.resumable import RunFolder
+from nlhf.resumable import RunFolder, StageLog
 
 
 @pytest.mark.parametrize(
@@ -95,3 +97,26 @@ def test_a_report_numbers_its_sections_and_ends_with_the_saved_options(tmp_path)
     assert "(prompts 0.1, train 0.9 minutes) on 2 CPUs." in text
     assert "## Verdict" in text and "- a verdict\n\n## 1. First\n\none\n\n## 2. Second" in text
     assert text.endswith("## 3. Configuration\n\n```yaml\nseed: 0\n```\n")
+
+
+def test_a_stage_records_the_machines_speed_measured_before_it(tmp_path):
+    log = StageLog(tmp_path / "stages.json", "test")
+    log.run("first", lambda: {"pairs": 3})
+    saved = json.loads((tmp_path / "stages.json").read_text())["first"]
+    assert saved["pairs"] == 3 and saved["seconds"] >= 0
+    assert saved["cpus"] == os.cpu_count() and saved["threads"] == torch.get_num_threads()
+    assert saved["gflops"] > 0
+
+
+def test_the_wall_time_names_the_range_of_the_machines_speed(tmp_path):
+    layout = RunFolder(tmp_path)
+    layout.config.write_text("seed: 0\n")
+    record = {"cpus": 2, "threads": 2}
+    stages = {name: {"seconds": 60.0, **record, "gflops": g}
+              for name, g in (("a", 150.0), ("b", 210.4), ("c", 170.0))}  # fmt: skip
+    layout.stages.write_text(json.dumps(stages))
+    text = Report("Title", [], []).markdown("nlhf x", layout)
+    assert (
+        "minutes) on 2 CPUs, where a float32 matrix product (512³) ran at 150–210 GFLOP/s "
+        "before the stages (median 170)." in text
+    )

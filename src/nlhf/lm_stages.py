@@ -11,7 +11,6 @@ stage lists of :class:`nlhf.resumable.Run`:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,14 @@ from nlhf.resumable import RunFolder
 from nlhf.train import preference_model, reward_model
 
 
-def write_prompts(seed: int, files: dict[Path, int]) -> dict[str, Any]:
+def write_prompts(seed: int, files: dict[Path, int]) -> None:
     """Disjoint IMDB review openings of the trainers' default length, as many to each file as
-    it asks, in order; records the machine's CPUs for the report."""
+    it asks, in order."""
     pool = review_prompts(sum(files.values()), words=PromptFields().prompt_words, seed=seed)
     start = 0
     for path, n in files.items():
         pool[start : start + n].to_jsonl(path)
         start += n
-    return {"cpus": os.cpu_count()}
 
 
 def judge_configs(config: Any, layout: RunFolder, **data: Any) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from nlhf.eval.report import (
     worst_case_columns,
 )
 from nlhf.files import atomic_path
+from nlhf.machine import speed_line
 
 Section = tuple[str, list[str]]
 """A report section: its heading (numbered in order) and its markdown lines."""
@@ -58,13 +59,12 @@ class Report:
         stages = layout.finished()
         total = sum(s["seconds"] for s in stages.values()) / 60.0
         per_stage = ", ".join(f"{name} {s['seconds'] / 60:.1f}" for name, s in stages.items())
-        cpus = next((s["cpus"] for s in stages.values() if "cpus" in s), "?")
         lines = [
             f"# {self.title}",
             "",
             f"Command: `{command}`",
             "",
-            f"Wall time {total:.1f} minutes ({per_stage} minutes) on {cpus} CPUs.",
+            f"Wall time {total:.1f} minutes ({per_stage} minutes) {speed_line(stages)}.",
             "",
             "## Verdict",
             "",

@@ -31,6 +31,7 @@ import yaml
 from nlhf.assets import KEYWORDS, resolve_model
 from nlhf.config import Checked, ConfigError, load_yaml, to_dict
 from nlhf.files import atomic_write_json, atomic_write_text, check_folder_option
+from nlhf.machine import machine
 from nlhf.models.policy import resolve_dtype
 
 FREE_ON_RESUME = frozenset({"out", "progress"})
@@ -106,7 +107,8 @@ class RunFolder:
 
 
 class StageLog:
-    """The finished stages of a run (``stages.json``)."""
+    """The finished stages of a run (``stages.json``): each with its seconds, the machine's
+    speed measured before it (:func:`nlhf.machine.machine`) and what it returned."""
 
     def __init__(self, path: Path, tag: str) -> None:
         self.path, self.tag = path, tag
@@ -118,9 +120,10 @@ class StageLog:
             print(f"[{self.tag}] {name}: done in an earlier run, skipped")
             return self.done[name]
         print(f"[{self.tag}] {name} …")
+        speed = machine()  # the machine's pace at the stage's start, for the report
         start = time.perf_counter()
         info = work() or {}
-        self.done[name] = {"seconds": time.perf_counter() - start, **info}
+        self.done[name] = {"seconds": time.perf_counter() - start, **speed, **info}
         atomic_write_json(self.path, self.done)
         return self.done[name]
 

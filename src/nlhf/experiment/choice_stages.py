@@ -16,7 +16,6 @@ from their checkpoints).
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import numpy as np
@@ -58,6 +57,11 @@ LIMIT = 0.005
 JUDGE_PROBES = 6
 """Reference completions per type on which the learned judges are read."""
 
+COUNT_BATCH = 256
+"""Completions decoded together where a policy's types are counted: a few tokens of one
+question, whose prompt is run once, so wide batches keep the matrix products compute-bound
+(each row keeps its own generator: the batch never changes what is drawn)."""
+
 
 def dial(config: ChoiceConfig) -> str:
     return "lambda" if isinstance(config, CycleConfig) else "rho"
@@ -94,17 +98,16 @@ def reference(layout: ChoiceLayout) -> dict[str, Any]:
 # --------------------------------------------------------------------------- 1. the question
 
 
-def write_question(config: ChoiceConfig, layout: ChoiceLayout) -> dict[str, Any]:
+def write_question(config: ChoiceConfig, layout: ChoiceLayout) -> None:
     tokenizer = load_tokenizer(resolve_model(config.policy, "policy"))
     text = render_question(tokenizer)
     atomic_write_json(layout.question, {"text": text, "options": list(config.options)})
-    return {"cpus": os.cpu_count()}
 
 
 def sample_reference(config: ChoiceConfig, layout: ChoiceLayout) -> dict[str, Any]:
     """``reference_samples`` completions of the question and their types."""
     model, tokenizer = load_causal_lm(resolve_model(config.policy, "policy"), config.dtype)
-    settings = sampling_of(config, config.reference_samples, batch_size=64)
+    settings = sampling_of(config, config.reference_samples, batch_size=COUNT_BATCH)
     texts = sample_policy(
         model, tokenizer, [question(layout)["text"]], settings, spec_salt("reference"), None, False
     ).texts[0]
@@ -283,7 +286,7 @@ def measure(config: ChoiceConfig, layout: ChoiceLayout, value: float, k: int) ->
         entrants, ref_path = parse_entrants(
             specs if len(specs) > 1 else [*specs, "reference"], config.policy
         )
-        settings = sampling_of(config.for_seed(k), config.measure_samples, batch_size=64)
+        settings = sampling_of(config.for_seed(k), config.measure_samples, batch_size=COUNT_BATCH)
         sampled = sample_entrants(
             entrants, ref_path, [question(layout)["text"]], settings, config.progress
         )
