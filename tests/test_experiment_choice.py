@@ -79,9 +79,10 @@ def test_every_route_of_a_cell_has_one_budget_and_ppo_takes_the_paired_beta(tmp_
     assert configs["nash-md"].tau == config.tau and configs["online-ipo"].beta == config.tau
     assert configs["ppo"].judge.endswith("reward-model/model")
     assert configs["online-ipo"].judge.endswith("preference-model/model")
-    assert not configs["nash-md-exact"].exact_kl
-    exact = route_configs(replace(config, exact_kl=True), RunFolder(tmp_path), beta=0.123)
-    assert exact["nash-md"].exact_kl and exact["nash-md-exact"].exact_kl
+    assert configs["nash-md"].exact_kl and configs["nash-md-exact"].exact_kl  # the decoy's
+    sampled = route_configs(replace(config, exact_kl=False), RunFolder(tmp_path), beta=0.123)
+    assert not sampled["nash-md"].exact_kl and not sampled["nash-md-exact"].exact_kl
+    assert not resolved(CycleConfig(out=str(tmp_path), quick=True)).exact_kl
 
 
 def test_both_judges_fit_the_cells_pairs_with_the_experiments_head_rate(tmp_path):

@@ -156,6 +156,13 @@ class DecoyConfig(ChoiceConfig):
         "0.05,0.15,0.3,0.45; with --quick 0.05,0.45)",
     )
 
+    exact_kl: bool = option(
+        True,
+        "Nash-MD-PG's KL term from the exact KL over the vocabulary (nash-md exact_kl): with "
+        "the sampled tokens' estimate alone, τ = 0.02 let a policy run off to answers no judge "
+        "prefers",
+    )
+
     def check(self) -> None:
         if not 0.0 < self.w < 0.5:
             raise ValueError(f"w must lie in (0, 0.5) so that B is the Condorcet winner: {self.w}")
