@@ -101,7 +101,10 @@ def test_a_report_numbers_its_sections_and_ends_with_the_saved_options(tmp_path)
 
 def test_a_stage_records_the_machines_speed_measured_before_it(tmp_path):
     log = StageLog(tmp_path / "stages.json", "test")
-    log.run("first", lambda: {"pairs": 3})
+    torch.manual_seed(7)
+    drawn = log.run("first", lambda: {"pairs": 3, "draw": float(torch.rand(()))})["draw"]
+    torch.manual_seed(7)
+    assert drawn == float(torch.rand(()))  # the probe leaves the global generator alone
     saved = json.loads((tmp_path / "stages.json").read_text())["first"]
     assert saved["pairs"] == 3 and saved["seconds"] >= 0
     assert saved["cpus"] == os.cpu_count() and saved["threads"] == torch.get_num_threads()

@@ -9,7 +9,7 @@ torch is using (a few milliseconds) and records it beside the stage's seconds in
 can be read against a budget set on a faster or a slower day.
 
     from nlhf.machine import machine
-    machine()   # {"cpus": 2, "threads": 2, "gflops": 171.7}
+    machine()   # {"cpus": …, "threads": …, "gflops": …}
 
 The product is 512 × 512 × 512, the median of five after one unmeasured: small enough to
 cost nothing per stage, large enough to run at the machine's arithmetic rate rather than at
@@ -31,8 +31,9 @@ REPEATS = 5
 
 def matmul_gflops(size: int = SIZE, repeats: int = REPEATS) -> float:
     """GFLOP/s of a float32 ``size``³ matrix product on this process's torch threads."""
-    a = torch.randn(size, size)
-    b = torch.randn(size, size)
+    own = torch.Generator().manual_seed(0)  # the run's global generator stays untouched
+    a = torch.randn(size, size, generator=own)
+    b = torch.randn(size, size, generator=own)
     torch.mm(a, b)  # first call: allocation and dispatch, not measured
     times = []
     for _ in range(repeats):
