@@ -5,6 +5,7 @@
     .venv/bin/python bench/train_speed.py --one nash_md --tokens 32   # ours only, in-process
     .venv/bin/python bench/train_speed.py --workload smollm2 --rounds 1   # train_speed_smollm2.json
     .venv/bin/python bench/train_speed.py --smoke     # both workloads, 1 round of 1+1 steps
+    .venv/bin/python bench/train_speed.py --workload smollm2 --runs nash_md:64+gc
 
 The peer is the TRL CPU baseline in ``shared/bench/trl`` (:data:`common.PEER`; ``bench.py``,
 its own venv and
@@ -38,6 +39,10 @@ over SmolLM2's vocabulary (seeds 1 and 2), made once by :func:`prepare_smollm2` 
 ``$TRLBENCH_ROOT/smollm2``, a peer folder whose ``bench.py`` is the peer's own (with
 ``--device cuda`` a copy that does not force the CPU) and whose ``tok`` is SmolLM2's.
 
+A run key ending in ``+gc`` (the SmolLM2 workload has ``nash_md:64+gc``) trains ours with
+``gradient_checkpointing=true`` against the same peer run, which keeps its activations (TRL's
+default): what the option trades, step time for peak memory.
+
 Our step time is the trainer's ``step_seconds`` (prompts → rollout → judge → loss → optimizer
 step); the peer's is the time between TRL's ``on_step_end`` callbacks.  ``cotenant_cpu_fraction``
 is the CPU used by other processes during a run, as a fraction of the machine (above ~0.1 the
@@ -64,12 +69,16 @@ PEER_PYTHON = PEER_ROOT / "venv" / "bin" / "python"
 MODELS = PEER_ROOT / "models"
 GOALS = {
     "tiny": {"nash_md:32": 0.5, "nash_md:128": 0.2, "online_dpo:32": 0.5, "ppo:32": 0.4},
-    "smollm2": {"nash_md:64": 0.5, "online_dpo:64": 0.5, "ppo:64": 0.5},
+    "smollm2": {"nash_md:64": 0.5, "online_dpo:64": 0.5, "ppo:64": 0.5, "nash_md:64+gc": 0.5},
 }
 RSS_GOALS = {"tiny": 0.9, "smollm2": 0.8}
 WORKLOADS = {
     "tiny": {"runs": "nash_md:32,nash_md:128,online_dpo:32,ppo:32", "warmup": 2, "steps": 10},
-    "smollm2": {"runs": "nash_md:64,ppo:64,online_dpo:64", "warmup": 1, "steps": 4},
+    "smollm2": {
+        "runs": "nash_md:64,ppo:64,online_dpo:64,nash_md:64+gc",
+        "warmup": 1,
+        "steps": 4,
+    },
 }
 BETA = 0.5  # the peer's mixture_coef
 
@@ -121,7 +130,9 @@ def run_ours(args: argparse.Namespace) -> dict:
         tok.pad_token = tok.eos_token
     prompts = json.loads((peer / "prompts.json").read_text())
     model = AutoModelForCausalLM.from_pretrained(str(Path(args.models_dir) / "policy"))
-    policy = Policy(model, tok, PolicyConfig(lora_r=0))
+    policy = Policy(
+        model, tok, PolicyConfig(lora_r=0, gradient_checkpointing=args.gradient_checkpointing)
+    )
     if name == "online_dpo":
         judge, judge_name = FunctionJudge(vowel_fraction), "vowel_fraction(text)"
     else:
@@ -301,10 +312,12 @@ def run_peer(args: argparse.Namespace, name: str, tokens: int) -> dict:
     return {"trainer": name, "error": tail[-500:], "rc": p.returncode}
 
 
-def run_child(args: argparse.Namespace, name: str, tokens: int) -> dict:
-    """One of our runs in a fresh subprocess; its JSON line, or an error record."""
+def run_child(args: argparse.Namespace, name: str, tokens: int, variant: str = "") -> dict:
+    """One of our runs in a fresh subprocess (``variant`` "gc": with activation
+    checkpointing); its JSON line, or an error record."""
     cmd = [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--one", name]
     cmd += flags(args, tokens=tokens, seed=args.seed, peer_dir=args.peer_dir)
+    cmd += ["--gradient-checkpointing"] if variant == "gc" else []
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=child_env(args.device))
     for line in p.stdout.splitlines():
         if line.startswith("BENCH "):
@@ -367,6 +380,8 @@ def table(summary: dict, cotenant: float, rounds: int, device: str) -> str:
     for key, s in summary.items():
         workload, run = key.split("/")
         name, tokens = run.split(":")
+        tokens, _, variant = tokens.partition("+")
+        name += " (gradient checkpointing)" if variant == "gc" else ""
         peer_s = "fails" if s["peer_error"] else num(s["peer_step_s"], ".3f")
         peer_rss = "fails" if s["peer_error"] else num(s["peer_peak_rss_mb"], ".0f")
         load = " / ".join(
@@ -404,15 +419,18 @@ def compare_workload(args: argparse.Namespace, workload: str, raw: dict, summary
         if getattr(args, field) is None:
             setattr(run_args, field, spec[field])
     for run_key in (args.runs or spec["runs"]).split(","):
-        name, tokens = run_key.split(":")
+        trainer_tokens, _, variant = run_key.partition("+")
+        name, tokens = trainer_tokens.split(":")
         key = f"{workload}/{run_key}"
         got: dict[str, list[dict]] = {"ours": [], "peer": []}
         for round_ in range(args.rounds):
             order = ["ours", "peer"] if args.ours_first == (round_ % 2 == 0) else ["peer", "ours"]
             for side in order:
                 print(f"{key}: {side} (round {round_ + 1}) …", file=sys.stderr, flush=True)
-                run = run_peer if side == "peer" else run_child
-                got[side].append(run(run_args, name, int(tokens)))
+                if side == "peer":
+                    got[side].append(run_peer(run_args, name, int(tokens)))
+                else:
+                    got[side].append(run_child(run_args, name, int(tokens), variant))
                 print(f"  {json.dumps(got[side][-1])[:300]}", file=sys.stderr, flush=True)
         raw[key] = got
         summary[key] = compare(run_key, combine(got["ours"]), combine(got["peer"]), workload)
@@ -438,6 +456,9 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate (peer: 1e-5)")
     parser.add_argument("--ppo-epochs", type=int, default=4, help="PPO epochs (peer: 4)")
     parser.add_argument("--seed", type=int, default=0, help="our seed")
+    parser.add_argument(
+        "--gradient-checkpointing", action="store_true", help="--one: gradient_checkpointing=true"
+    )
     parser.add_argument("--ours-first", action="store_true", help="run ours before the peer")
     parser.add_argument(
         "--rounds",

@@ -143,8 +143,8 @@ def test_repeated_prompt_rows_run_once_with_the_same_logits_and_gradient():
         for x in (together, alone)
     ]
     torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-5)
-    assert shared_prompts(ids, mask, 4)[0].shape[0] == 2  # two distinct prompts ran
-    assert shared_prompts(ids[:2], mask[:2], 2) is None  # distinct rows: nothing to share
+    assert shared_prompts(pi, ids, mask, 4)[0].shape[0] == 2  # two distinct prompts ran
+    assert shared_prompts(pi, ids[:2], mask[:2], 2) is None  # distinct rows: nothing to share
 
 
 def test_the_kl_of_logits_in_chunks_of_rows_equals_one_chunk():

@@ -8,6 +8,8 @@
   cache, ``logits_to_keep`` when the model supports it, and peft's per-row adapter selection
   (``adapter_names``; :data:`BASE_ADAPTER` means "adapter off" for that row); ``states``
   runs the :func:`body` under the head alone.
+- :func:`drops_cache`: whether a forward cannot continue a KV cache (activation checkpointing
+  in train mode).
 - :func:`as_model`: accept a peft model, a plain ``PreTrainedModel`` or an
   :class:`AdapterDisabled` wherever a model is expected, with a clear error otherwise.
 
@@ -127,6 +129,17 @@ def hf_model(model: Any) -> nn.Module:
     if is_peft_model(model):
         model = model.get_base_model()
     return model
+
+
+def drops_cache(model: Any) -> bool:
+    """True when transformers would run ``model``'s layers without the KV cache a forward is
+    given: activation checkpointing in train mode, whose replayed layers cannot write a cache
+    twice (GPT-2 drops it then even without autograd), so a forward of such a model cannot
+    continue a cache an earlier forward filled."""
+    base = hf_model(model)
+    return base.training and any(
+        getattr(module, "gradient_checkpointing", False) is True for module in base.modules()
+    )
 
 
 def body(model: Any) -> nn.Module:

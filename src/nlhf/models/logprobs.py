@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from nlhf.losses import exact_kl, masked_sum
-from nlhf.models.lm import Caller, as_model
+from nlhf.models.lm import Caller, as_model, drops_cache
 from nlhf.models.lm_head import head_kl, head_logprobs, plain_head
 
 
@@ -212,12 +212,13 @@ def head_states(
         return None
     caller = Caller(model)
     steps = completion_ids.shape[1]
-    shared = shared_prompts(prompt_ids, prompt_mask, completion_ids.shape[0])
+    shared = shared_prompts(model, prompt_ids, prompt_mask, completion_ids.shape[0])
     if shared is not None:
         states, _ = shared_prompt_forward(
             caller, *shared, completion_ids, completion_mask, head=False
         )
         return states, head
+    prompt_ids, prompt_mask = per_completion(prompt_ids, prompt_mask, completion_ids.shape[0])
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     mask = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
     states = caller.states(input_ids, mask, position_ids_from_mask(mask), keep=steps + 1)
@@ -237,9 +238,10 @@ def completion_logits(
     completion_mask = _checked(prompt_ids, prompt_mask, completion_ids, completion_mask)
     caller = Caller(as_model(model, "model"))
     steps = completion_ids.shape[1]
-    shared = shared_prompts(prompt_ids, prompt_mask, completion_ids.shape[0])
+    shared = shared_prompts(model, prompt_ids, prompt_mask, completion_ids.shape[0])
     if shared is not None:
         return shared_prompt_forward(caller, *shared, completion_ids, completion_mask)[0]
+    prompt_ids, prompt_mask = per_completion(prompt_ids, prompt_mask, completion_ids.shape[0])
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     mask = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
     logits = caller(input_ids, mask, position_ids_from_mask(mask), logits_to_keep=steps + 1)
@@ -247,16 +249,30 @@ def completion_logits(
 
 
 def shared_prompts(
-    prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completions: int
+    model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completions: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """The distinct prompts and, for each completion row, the one it follows, when fewer
     distinct prompts than completions would run (k copies per prompt, or repeated prompt
-    rows); None when every completion has a prompt of its own."""
+    rows); None when every completion has a prompt of its own, or when ``model`` would drop
+    the prompt's cache in the second forward (:func:`~nlhf.models.lm.drops_cache`)."""
+    if drops_cache(model):
+        return None
     copies = completions // prompt_ids.shape[0]
     ids, mask, inverse = distinct_prompts(prompt_ids, prompt_mask)
     if ids.shape[0] == completions:
         return None
     return ids, mask, inverse.repeat(copies)
+
+
+def per_completion(
+    prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completions: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prompt rows repeated so that each of ``completions`` rows has its own (completion
+    row j follows prompt row j mod B, as in :func:`shared_prompts`)."""
+    copies = completions // prompt_ids.shape[0]
+    if copies == 1:
+        return prompt_ids, prompt_mask
+    return prompt_ids.repeat(copies, 1), prompt_mask.repeat(copies, 1)
 
 
 def distinct_prompts(

@@ -21,6 +21,9 @@ The reference μ is what the KL terms and the Nash-MD mixture compare the policy
   reads, at a log-prob error that tests/test_models_policy.py bounds; elsewhere in the
   policy's own dtype.
 
+``gradient_checkpointing`` recomputes each decoder layer in the backward pass instead of
+keeping its activations (:func:`checkpoint_activations`).
+
 Log-probs are fp32, of the unmodified (temperature 1) model, with left-padded prompts and
 ``position_ids = clamp(cumsum(mask) − 1, 0)``; see :mod:`nlhf.models.logprobs`.
 """
@@ -40,7 +43,14 @@ from transformers.pytorch_utils import Conv1D
 
 from nlhf.config import Checked, ConfigError, option
 from nlhf.models.activations import fuse_gelu, lean_swiglu
-from nlhf.models.lm import DTYPES, AdapterDisabled, is_peft_model, load_causal_lm, model_device
+from nlhf.models.lm import (
+    DTYPES,
+    AdapterDisabled,
+    hf_model,
+    is_peft_model,
+    load_causal_lm,
+    model_device,
+)
 from nlhf.models.logprobs import (
     completion_logprobs,
     completion_logprobs_and_kl,
@@ -117,6 +127,11 @@ class PolicyConfig(Checked):
         "set every dropout of the model to 0, so training-time log-probs match the "
         "sampler's (standard for RL fine-tuning)",
     )
+    gradient_checkpointing: bool = option(
+        False,
+        "recompute each decoder layer in the backward pass instead of keeping its "
+        "activations: less memory for one more forward per update",
+    )
 
     def check(self) -> None:
         self.at_least(0, "lora_r")
@@ -143,6 +158,25 @@ def frozen_copy(model: nn.Module, dtype: torch.dtype | None = None) -> nn.Module
     ref = copy.deepcopy(model, memo)
     ref.requires_grad_(False)
     return ref.eval()
+
+
+def checkpoint_activations(model: Any) -> None:
+    """Turn on transformers' activation checkpointing (non-reentrant) in every decoder layer
+    of ``model`` (plain or peft) and put it in train mode, the only mode in which transformers
+    checkpoints: each layer keeps its input, not its activations, and runs again in the
+    backward pass.  A ``ConfigError`` for an architecture without it."""
+    base = hf_model(model)
+    if not getattr(base, "supports_gradient_checkpointing", False):
+        raise ConfigError(
+            f"gradient_checkpointing: {type(base).__name__} does not support activation "
+            "checkpointing"
+        )
+    kwargs = {"use_reentrant": False}
+    if hasattr(base, "activation_checkpointing_enable"):
+        base.activation_checkpointing_enable(kwargs)
+    else:  # transformers before the rename
+        base.gradient_checkpointing_enable(kwargs)
+    model.train()
 
 
 def reference_dtype(
@@ -206,6 +240,8 @@ class Policy:
             self.model = model
             dtype = reference_dtype(self.config.reference_dtype, model)
             self._frozen_reference = frozen_copy(model, dtype)
+        if self.config.gradient_checkpointing:
+            checkpoint_activations(self.model)
 
     @classmethod
     def load(cls, config: PolicyConfig) -> Policy:

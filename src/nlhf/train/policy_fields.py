@@ -45,6 +45,11 @@ class PolicyFields(Checked):
         list(LORA_TARGET_MODULES),
         "modules that get a LoRA adapter (all-linear, or names like q_proj)",
     )
+    gradient_checkpointing: bool = option(
+        False,
+        "recompute each decoder layer in the backward pass instead of keeping its "
+        "activations: less memory for one more forward per update",
+    )
     fsdp: bool = option(
         False,
         "shard weights, gradients and optimizer state over the processes (PyTorch FSDP2: "
@@ -70,5 +75,6 @@ def load_policy(config: PolicyFields):
             reference_dtype=config.reference_dtype,
             lora_alpha=config.lora_alpha,
             lora_target_modules=list(config.lora_target_modules),
+            gradient_checkpointing=config.gradient_checkpointing,
         )
     )

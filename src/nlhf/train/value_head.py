@@ -106,7 +106,7 @@ def logprobs_and_values(
     check_right_padded(completion_mask)
     model = _causal_lm(model)
     caller = Caller(model)
-    shared = shared_prompts(prompt_ids, prompt_mask, completion_ids.shape[0])
+    shared = shared_prompts(model, prompt_ids, prompt_mask, completion_ids.shape[0])
     if shared is not None:  # repeated prompts run once
         logits, hidden = shared_prompt_forward(
             caller, *shared, completion_ids, completion_mask, hidden=True
