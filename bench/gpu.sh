@@ -93,7 +93,7 @@ part cuda-tests 40 "$PY" -m pytest -q -p no:cacheprovider -k cuda \
   tests/test_models_decode.py tests/test_models_policy.py
 part demo-quick 150 "$PY" -m nlhf.cli demo --quick --no-progress --out "$OUT/demo-quick"
 part train-speed 180 "$PY" bench/train_speed.py --device cuda --workload smollm2 --rounds 1 \
-  --warmup 1 --steps 2 --threads 16
+  --warmup 1 --steps 2 --threads 16 --runs nash_md:64,ppo:64,online_dpo:64
 part sampling 45 "$PY" bench/sampling_speed.py --workload smollm2 --device cuda --repeats 3 \
   --tokens 64 --threads 16
 part pong-pixels 65 "$PY" -m nlhf.cli control train rlhf --env ALE/Pong-v5 --features pixels \
