@@ -1,7 +1,7 @@
 """A few steps of online training on a tiny random-init GPT-2, for the multi-process test.
 
     python tests/distributed_run.py OUT [ALGORITHM ...] [--grad-accum N] [--fsdp] [--lora-r R]
-        [--then OUT [ALGORITHM ...] [...]]
+        [--gradient-checkpointing] [--then OUT [ALGORITHM ...] [...]]
     accelerate launch --cpu --num_processes 2 --num_machines 1 --mixed_precision no \\
         --dynamo_backend no tests/distributed_run.py OUT nash-md ppo
 
@@ -36,10 +36,18 @@ def lowercase(prompt: str, text: str) -> float:
     return float(sum(ch.islower() for ch in text))
 
 
-def train(out: str, name: str, grad_accum: int, fsdp: bool = False, lora_r: int = 0) -> None:
+def train(
+    out: str,
+    name: str,
+    grad_accum: int,
+    fsdp: bool = False,
+    lora_r: int = 0,
+    gradient_checkpointing: bool = False,
+) -> None:
     module, algorithm, extra = ALGORITHMS[name]
     model, tok = tiny_byte_lm("gpt2")
-    policy = Policy(model, tok, PolicyConfig(lora_r=lora_r))
+    config = PolicyConfig(lora_r=lora_r, gradient_checkpointing=gradient_checkpointing)
+    policy = Policy(model, tok, config)
     settings = dict(
         out=f"{out}/{name}", steps=3, batch_size=4, grad_accum=grad_accum, max_new_tokens=5,
         lr=1e-2, checkpoint_every=2, progress=False, tensorboard=False, seed=3, fsdp=fsdp,
@@ -67,10 +75,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--grad-accum", type=int, default=1)
     parser.add_argument("--fsdp", action="store_true")
     parser.add_argument("--lora-r", type=int, default=0)
+    parser.add_argument("--gradient-checkpointing", action="store_true")
     for job in jobs:
         args = parser.parse_args(job)
         for name in args.algorithms:
-            train(args.out, name, args.grad_accum, args.fsdp, args.lora_r)
+            train(
+                args.out, name, args.grad_accum, args.fsdp, args.lora_r, args.gradient_checkpointing
+            )
 
 
 if __name__ == "__main__":

@@ -99,13 +99,15 @@ def children_tmpdir(tmp_path, monkeypatch):
 
 
 LORA = ("nash-md", "ppo", "--lora-r", "4", "--grad-accum", "2")
+CHECKPOINTED = ("nash-md", "online-dpo", "ppo")
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     """p1: 1 process; p1-accum2: 1 process, grad_accum 2; p2: 2 processes; p2-fsdp: 2
     processes, the model sharded; lora-p1 and lora-fsdp: LoRA policies, grad_accum 2, 1
-    process and 2 sharded ones.  One launch of 2 processes and one of 1 (``--then``)."""
+    process and 2 sharded ones; gc-fsdp: 2 sharded processes with gradient checkpointing.
+    One launch of 2 processes and one of 1 (``--then``)."""
     root = tmp_path_factory.mktemp("distributed")
     script = str(HERE / "distributed_run.py")
     with pytest.MonkeyPatch.context() as env:  # set up before the per-test folder above
@@ -114,6 +116,7 @@ def root(tmp_path_factory):
             script, str(root / "p2"), *SHARDED,
             "--then", str(root / "p2-fsdp"), *SHARDED, "--fsdp",
             "--then", str(root / "lora-fsdp"), *LORA, "--fsdp",
+            "--then", str(root / "gc-fsdp"), *CHECKPOINTED, "--fsdp", "--gradient-checkpointing",
             processes=2,
         )  # fmt: skip
         launch(
@@ -192,6 +195,20 @@ def test_sharded_processes_reproduce_one(root, algorithm):
         )
         for key in h1:
             torch.testing.assert_close(h2[key], h1[key], atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("algorithm", CHECKPOINTED)
+def test_sharded_checkpointed_runs_reproduce_one_process(root, algorithm):
+    """``fsdp=true`` with ``gradient_checkpointing=true`` (each sharded decoder layer run
+    again in the backward pass): the one-process run's losses, gradient norms and weights."""
+    one, two = (metrics(root / name / algorithm) for name in ("p1", "gc-fsdp"))
+    assert [r["step"] for r in one] == [r["step"] for r in two] == [1, 2, 3]
+    for a, b in zip(one, two, strict=True):
+        assert abs(a["loss"] - b["loss"]) <= 1e-5, (a["step"], a["loss"], b["loss"])
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4, abs=1e-7)
+    w1, w2 = (policy_weights(root / name / algorithm) for name in ("p1", "gc-fsdp"))
+    for key in w1:
+        torch.testing.assert_close(w2[key], w1[key], atol=1e-4, rtol=1e-3)
 
 
 def test_sharded_lora_runs_reproduce_one_process(root):
