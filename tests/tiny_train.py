@@ -88,10 +88,10 @@ def make(
         values[key] = raw
     config = build_config(PRESETS.get(name, module.Config), values)
     model, tok = tiny_byte_lm("gpt2")
-    checkpointed = getattr(config, "gradient_checkpointing", False)
-    policy = Policy(
-        model, tok, PolicyConfig(lora_r=config.lora_r, gradient_checkpointing=checkpointed)
+    policy_config = PolicyConfig(
+        lora_r=config.lora_r, gradient_checkpointing=config.gradient_checkpointing
     )
+    policy = Policy(model, tok, policy_config)
     judge = judge if judge is not None else FunctionJudge(lowercase, scale=scale)
     return Trainer(config, policy=policy, judge=judge, prompts=PROMPTS), config
 
