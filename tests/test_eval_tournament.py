@@ -131,6 +131,18 @@ def test_a_policy_samples_the_same_texts_from_another_folder(folders, tmp_path):
     assert texts[0] == texts[1]
 
 
+def test_without_the_kl_the_same_texts_are_sampled(folders):
+    """kl=False leaves the reference out of every decode: each entrant's texts (reference,
+    adapter on it, full model) are those of the run with the KL, and no KL is reported."""
+    entrants, ref = parse_entrants(["reference", f"lora={folders['ad1']}", f"aaa={folders['aaa']}"])
+    settings = Sampling(samples_per_prompt=2, max_new_tokens=8)
+    with_kl = sample_entrants(entrants, ref, PROMPTS, settings, False)
+    without = sample_entrants(entrants, ref, PROMPTS, settings, False, kl=False)
+    assert [c.texts for c in without] == [c.texts for c in with_kl]
+    assert all(c.kl is None and c.kl_sampled is None for c in without)
+    assert with_kl[1].kl is not None and (with_kl[1].kl > 0).any()
+
+
 def test_samples_depend_only_on_seed_policy_and_row(folders):
     """Multi-adapter loading and batching do not change what an adapter samples."""
     settings = dict(samples_per_prompt=2, max_new_tokens=8)

@@ -7,7 +7,7 @@ import torch
 
 from nlhf.models import AdapterDisabled, Policy, PolicyConfig, completion_logprobs
 from nlhf.models import policy as policy_module
-from nlhf.models.lm import BASE_ADAPTER
+from nlhf.models.lm import BASE_ADAPTER, adapters_off
 from nlhf.models.logprobs import completion_kl, position_ids_from_mask
 from nlhf.models.tiny import tiny_byte_lm, tiny_causal_lm
 
@@ -222,6 +222,41 @@ def test_lora_reference_is_the_base_model_without_a_copy(kind):
     assert sum(storages.values()) == base_numel + lora_numel
     assert 0 < lora_numel < base_numel / 4
     assert all("lora_" in n for n, p in policy.model.named_parameters() if p.requires_grad)
+
+
+def test_adapters_off_is_peft_disable_adapter_and_puts_everything_back():
+    """The reference's switch gives what peft's ``disable_adapter()`` gives, leaves every
+    layer's switch and every parameter's ``requires_grad`` as found (an error inside too),
+    and hands a merged adapter to peft's own context."""
+    policy, original = lora_policy("llama")
+    peft_model = policy.model
+    _, ids, mask, _, _ = batch()
+    layers = [m for m in peft_model.modules() if hasattr(m, "_disable_adapters")]
+    frozen = next(p for n, p in peft_model.named_parameters() if "lora_A" in n)
+    frozen.requires_grad_(False)  # a state peft's context would reset to True
+    grads = {n: p.requires_grad for n, p in peft_model.named_parameters()}
+    with torch.no_grad():
+        expected = original(input_ids=ids, attention_mask=mask).logits
+        with peft_model.disable_adapter():
+            torch.testing.assert_close(
+                peft_model(input_ids=ids, attention_mask=mask).logits, expected
+            )
+        frozen.requires_grad_(False)
+        with adapters_off(peft_model):
+            assert all(m.disable_adapters for m in layers)
+            off = peft_model(input_ids=ids, attention_mask=mask).logits
+        on = peft_model(input_ids=ids, attention_mask=mask).logits
+    torch.testing.assert_close(off, expected, atol=1e-6, rtol=0)
+    assert not torch.allclose(on, expected)
+    assert not any(m.disable_adapters for m in layers)
+    assert {n: p.requires_grad for n, p in peft_model.named_parameters()} == grads
+    with pytest.raises(RuntimeError), adapters_off(peft_model):
+        raise RuntimeError("inside")
+    assert not any(m.disable_adapters for m in layers)
+    peft_model.merge_adapter()
+    with torch.no_grad(), adapters_off(peft_model):
+        merged_off = peft_model(input_ids=ids, attention_mask=mask).logits
+    torch.testing.assert_close(merged_off, expected, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("lora", [False, True])

@@ -184,8 +184,11 @@ def sample_entrants(
     prompts: list[str],
     settings: Sampling,
     progress: bool = True,
+    kl: bool = True,
 ) -> list[Completions]:
-    """Sample every entrant (see the module doc for what is loaded when); entrant order."""
+    """Sample every entrant (see the module doc for what is loaded when); entrant order.
+    ``kl`` False leaves the reference out of every decode (``Completions.kl`` None): half
+    the forwards where only the texts are wanted."""
     bar = tqdm(
         total=len(entrants) * len(prompts) * settings.samples_per_prompt,
         desc="sampling",
@@ -213,7 +216,7 @@ def sample_entrants(
         )
 
     def kl_reference(tokenizer: Any) -> Any:
-        if ref_view is None or not same_vocabulary(tokenizer, ref_tok):
+        if not kl or ref_view is None or not same_vocabulary(tokenizer, ref_tok):
             return None
         return ref_view
 
@@ -224,10 +227,11 @@ def sample_entrants(
         for entrant in on_ref:
             peft.set_adapter(entrant.name)
             tokenizer = load_tokenizer(entrant.path, reference_path)
-            run(entrant, peft, tokenizer, kl_reference(tokenizer), True)
+            reference = kl_reference(tokenizer)
+            run(entrant, peft, tokenizer, reference, reference is not None)
     for entrant in entrants:
         if entrant.kind == "reference":
-            run(entrant, ref_view, ref_tok, None, True)
+            run(entrant, ref_view, ref_tok, None, kl)
 
     others = [e for e in entrants if e.kind == "adapter" and e not in on_ref]
     for base in dict.fromkeys(e.base for e in others):
@@ -248,7 +252,7 @@ def sample_entrants(
             reference = kl_reference(tokenizer)
             if same_model(entrant.path, reference_path):
                 reference = None  # the reference itself under another name: KL 0
-                run(entrant, model, tokenizer, None, True)
+                run(entrant, model, tokenizer, None, kl)
             else:
                 run(entrant, model, tokenizer, reference, reference is not None)
             _free(model)

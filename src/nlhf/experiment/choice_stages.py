@@ -275,7 +275,7 @@ def read_judges(config: ChoiceConfig, layout: ChoiceLayout, folder: RunFolder) -
 
 def measure(config: ChoiceConfig, layout: ChoiceLayout, value: float, k: int) -> dict[str, Any]:
     """``measure_samples`` completions of every policy of the cell's run from seed
-    ``seed + k``: their types, their mean sampled KL to the reference; the learned judges
+    ``seed + k``: their types (their KL is the one their training logged); the learned judges
     read per type.  A policy trained in an earlier cell (the exact Nash control) keeps that
     cell's measurement: its samples are seeded by its name, so they would be the same."""
     folder = RunFolder(layout.cell(value, k))
@@ -287,8 +287,8 @@ def measure(config: ChoiceConfig, layout: ChoiceLayout, value: float, k: int) ->
             specs if len(specs) > 1 else [*specs, "reference"], config.policy
         )
         settings = sampling_of(config.for_seed(k), config.measure_samples, batch_size=COUNT_BATCH)
-        sampled = sample_entrants(
-            entrants, ref_path, [question(layout)["text"]], settings, config.progress
+        sampled = sample_entrants(  # the KL is training's: decoding μ too would double the work
+            entrants, ref_path, [question(layout)["text"]], settings, config.progress, kl=False
         )
         for c in sampled:
             if c.name not in own:
@@ -296,7 +296,6 @@ def measure(config: ChoiceConfig, layout: ChoiceLayout, value: float, k: int) ->
             texts = c.texts[0]
             policies[c.name] = {
                 "counts": type_counts(texts, config.options).tolist(),
-                "sampled_kl": None if c.kl is None else float(np.mean(c.kl)),
                 "examples": texts[:8],
             }
     for r in config.routes:

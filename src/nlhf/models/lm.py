@@ -24,7 +24,8 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache as memoize
 from pathlib import Path
 from typing import Any
@@ -67,10 +68,38 @@ def is_sharded(model: Any) -> bool:
     return isinstance(model, FSDPModule)
 
 
+@contextmanager
+def adapters_off(peft_model: nn.Module) -> Iterator[None]:
+    """peft's ``disable_adapter()`` at the cost of one walk over the modules: every adapter
+    layer's switch is turned off for the block and put back as it was found.  peft's own
+    context also checks every layer's status and resets which adapter parameters require
+    gradients, which costs about as much as a decode forward of a small model each call;
+    it still runs wherever a layer is merged or a wrapper of modules to save is present."""
+    from peft.tuners.tuners_utils import BaseTunerLayer  # noqa: PLC0415 - only peft models
+    from peft.utils.other import AuxiliaryTrainingWrapper  # noqa: PLC0415
+
+    modules = list(peft_model.modules())
+    layers = [m for m in modules if isinstance(m, BaseTunerLayer)]
+    if any(m.merged for m in layers) or any(
+        isinstance(m, AuxiliaryTrainingWrapper) for m in modules
+    ):
+        with peft_model.disable_adapter():
+            yield
+        return
+    found = [m._disable_adapters for m in layers]
+    for m in layers:
+        m._disable_adapters = True
+    try:
+        yield
+    finally:
+        for m, was in zip(layers, found, strict=True):
+            m._disable_adapters = was
+
+
 class AdapterDisabled:
     """The model under a peft adapter with the adapter switched off: a reference for free.
 
-    Calls run the peft model inside ``disable_adapter()``; nothing is copied, so the view
+    Calls run the peft model inside :func:`adapters_off`; nothing is copied, so the view
     always reflects the current base weights and holds no parameters of its own.  With
     ``adapter`` the view runs that (frozen) adapter instead of none, per row through peft's
     ``adapter_names`` in eval mode: a reference that is the base plus a snapshot of the
@@ -84,7 +113,7 @@ class AdapterDisabled:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.adapter == BASE_ADAPTER:
-            with self.peft_model.disable_adapter():
+            with adapters_off(self.peft_model):
                 return self.peft_model(*args, **kwargs)
         rows = kwargs.get("input_ids", args[0] if args else None)
         if rows is None:
