@@ -7,7 +7,7 @@ import torch
 
 from nlhf.models import AdapterDisabled, Policy, PolicyConfig, completion_logprobs
 from nlhf.models import policy as policy_module
-from nlhf.models.lm import BASE_ADAPTER, adapters_off
+from nlhf.models.lm import BASE_ADAPTER, adapters_off, eval_mode
 from nlhf.models.logprobs import completion_kl, position_ids_from_mask
 from nlhf.models.tiny import tiny_byte_lm, tiny_causal_lm
 
@@ -222,6 +222,37 @@ def test_lora_reference_is_the_base_model_without_a_copy(kind):
     assert sum(storages.values()) == base_numel + lora_numel
     assert 0 < lora_numel < base_numel / 4
     assert all("lora_" in n for n, p in policy.model.named_parameters() if p.requires_grad)
+
+
+def test_eval_mode_switches_every_module_and_puts_each_flag_back():
+    policy, _ = lora_policy("gpt2")
+    model = policy.model.train()
+    dropout = next(m for m in model.modules() if isinstance(m, torch.nn.Dropout))
+    frozen = next(m for m in model.modules() if m is not dropout and m is not model)
+    frozen.eval()  # a mixed tree comes back mixed, not all in the root's mode
+    before = {id(m): m.training for m in model.modules()}
+    assert any(before.values()) and not all(before.values())
+    with eval_mode(model):
+        assert not any(m.training for m in model.modules())
+    assert {id(m): m.training for m in model.modules()} == before
+    with pytest.raises(RuntimeError), eval_mode(model):
+        raise RuntimeError("inside")
+    assert {id(m): m.training for m in model.modules()} == before
+
+
+def test_eval_mode_calls_a_train_method_of_a_module_s_own():
+    calls = []
+
+    class Custom(torch.nn.Linear):
+        def train(self, mode: bool = True):
+            calls.append(mode)
+            return super().train(mode)
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), Custom(2, 2)).train()
+    calls.clear()
+    with eval_mode(model):
+        assert not any(m.training for m in model.modules())
+    assert calls == [False, True] and all(m.training for m in model.modules())
 
 
 def test_adapters_off_is_peft_disable_adapter_and_puts_everything_back():

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from nlhf.models.errors import ModelError, loading
 from nlhf.models.kv_cache import new_cache
@@ -66,6 +66,41 @@ def is_sharded(model: Any) -> bool:
     if isinstance(model, AdapterDisabled):
         model = model.peft_model
     return isinstance(model, FSDPModule)
+
+
+_PLAIN_TRAIN = (nn.Module.train, PreTrainedModel.train)
+"""``train()`` methods that only set flags: :func:`eval_mode` sets the flags itself."""
+
+
+@contextmanager
+def eval_mode(*roots: nn.Module) -> Iterator[None]:
+    """Every module under ``roots`` in eval mode for the block, then each one's own training
+    flag back as found.  The flags are set directly: ``train()`` recurses through every
+    submodule's Python attribute machinery, about 25 ms per switch on a LoRA SmolLM2 (2,500
+    modules), which decoding a few tokens per step pays twice.  A tree with a ``train()``
+    of its own beyond transformers' (which only switches hub kernels) goes through it."""
+    found = [(m, m.training) for root in roots for m in root.modules()]
+    if any(type(m).train not in _PLAIN_TRAIN for m, _ in found):
+        flags = [(root, root.training) for root in roots]
+        for root in roots:
+            root.eval()
+        try:
+            yield
+        finally:
+            for root, was in flags:
+                root.train(was)
+            for m, was in found:
+                m.training = was
+        return
+    for m, was in found:
+        if was:
+            m.training = False
+    try:
+        yield
+    finally:
+        for m, was in found:
+            if was:
+                m.training = True
 
 
 @contextmanager
@@ -118,14 +153,10 @@ class AdapterDisabled:
         rows = kwargs.get("input_ids", args[0] if args else None)
         if rows is None:
             rows = kwargs["inputs_embeds"]
-        training = self.peft_model.training
-        self.peft_model.eval()  # peft takes adapter_names in eval mode only
-        try:
+        with eval_mode(self.peft_model):  # peft takes adapter_names in eval mode only
             return self.peft_model(
                 *args, **kwargs, adapter_names=[self.adapter] * int(rows.shape[0])
             )
-        finally:
-            self.peft_model.train(training)
 
     @property
     def config(self) -> Any:

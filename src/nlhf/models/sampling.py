@@ -49,7 +49,6 @@ not on the rest of the batch or its padding.  Every sampler of the package seeds
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +63,7 @@ from nlhf.models.decode_lean import lean_unsupported
 from nlhf.models.lm import (
     AdapterDisabled,
     as_model,
+    eval_mode,
     hf_model,
     is_peft_model,
     is_sharded,
@@ -236,19 +236,6 @@ def sample_pair(
 # --------------------------------------------------------------------------- the loop
 
 
-@contextmanager
-def _eval_mode(*modules: nn.Module):
-    """Put modules in eval mode for the block, then restore each one's training flag."""
-    states = [(m, m.training) for m in modules]
-    for module, _ in states:
-        module.eval()
-    try:
-        yield
-    finally:
-        for module, was_training in states:
-            module.train(was_training)
-
-
 def _unwrap(model: Any) -> Any:
     """The causal LM of a :class:`Policy`; anything else as it is."""
     return model.model if isinstance(model, Policy) else model
@@ -324,7 +311,7 @@ def _decode(
         ref_groups=[g for g, beta in enumerate(betas) if beta > 0.0 or want_ref[g]],
         capacity=prompt_ids.shape[1] + int(max_new_tokens),
     )
-    with torch.no_grad(), _eval_mode(*modules):
+    with torch.no_grad(), eval_mode(*modules):
         forwards = _forwards(policy_model, ref_model, fused, layout, decoder)
         lockstep = is_sharded(policy_model) or is_sharded(ref_model)
         loop = _Loop(forwards, layout, betas, int(max_new_tokens), lockstep)
