@@ -3,7 +3,8 @@
 - :func:`load_causal_lm`: model (eval mode, weights in process memory) and tokenizer (left
   padding, a pad token) from a folder; :func:`load_tokenizer` alone, first folder that has one.
 - :class:`AdapterDisabled`: the reference of a LoRA policy, i.e. the same weights with the
-  adapter switched off.  It is callable like a model and owns no parameters.
+  adapter switched off (:func:`adapters_off`).  It is callable like a model and owns no
+  parameters.  :func:`eval_mode`: a model tree in eval mode for a block, flags put back.
 - :class:`Caller`: one forward pass with left-padding-aware ``position_ids``, an optional KV
   cache, ``logits_to_keep`` when the model supports it, and peft's per-row adapter selection
   (``adapter_names``; :data:`BASE_ADAPTER` means "adapter off" for that row); ``states``
