@@ -340,6 +340,13 @@ def combine(runs: list[dict]) -> dict:
     }
 
 
+def parse_run(run_key: str) -> tuple[str, str, str]:
+    """``trainer:tokens[+variant]`` (``nash_md:64+gc``) → (trainer, tokens, variant or "")."""
+    trainer_tokens, _, variant = run_key.partition("+")
+    name, tokens = trainer_tokens.split(":")
+    return name, tokens, variant
+
+
 def compare(key: str, ours: dict, peer: dict, workload: str = "tiny") -> dict:
     """The per-run summary: medians, RSS, their ratios and goals."""
 
@@ -379,8 +386,7 @@ def table(summary: dict, cotenant: float, rounds: int, device: str) -> str:
     ]
     for key, s in summary.items():
         workload, run = key.split("/")
-        name, tokens = run.split(":")
-        tokens, _, variant = tokens.partition("+")
+        name, tokens, variant = parse_run(run)
         name += " (gradient checkpointing)" if variant == "gc" else ""
         peer_s = "fails" if s["peer_error"] else num(s["peer_step_s"], ".3f")
         peer_rss = "fails" if s["peer_error"] else num(s["peer_peak_rss_mb"], ".0f")
@@ -419,8 +425,7 @@ def compare_workload(args: argparse.Namespace, workload: str, raw: dict, summary
         if getattr(args, field) is None:
             setattr(run_args, field, spec[field])
     for run_key in (args.runs or spec["runs"]).split(","):
-        trainer_tokens, _, variant = run_key.partition("+")
-        name, tokens = trainer_tokens.split(":")
+        name, tokens, variant = parse_run(run_key)
         key = f"{workload}/{run_key}"
         got: dict[str, list[dict]] = {"ours": [], "peer": []}
         for round_ in range(args.rounds):
